@@ -1,0 +1,1 @@
+"""Tool-call grammars per family (GBNF); data only, shipped with the package."""

@@ -1,0 +1,91 @@
+"""Model families: one record each in ``templates/families.toml``, picked from GGUF metadata."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from ._errors import TemplateError
+from ._resources import read_text
+
+__all__ = ["Family", "detect_family", "families", "get_family"]
+
+
+@dataclass(frozen=True)
+class Family:
+    name: str
+    template: str
+    grammar: str
+    call_start: str
+    call_end: str
+    args_key: str
+    parallel: bool
+    id: str
+    match: tuple[str, ...]
+    special: tuple[str, ...]
+    stop: tuple[str, ...]
+    aliases: tuple[str, ...]
+
+    def template_source(self) -> str:
+        return read_text("templates", self.template)
+
+    def grammar_source(self) -> str:
+        return read_text("grammars", self.grammar)
+
+    def matches(self, metadata: dict[str, Any]) -> bool:
+        arch = str(metadata.get("general.architecture", "")).lower()
+        name = str(metadata.get("general.name", "")).lower()
+        template = str(metadata.get("tokenizer.chat_template", ""))
+        for rule in self.match:
+            kind, _, value = rule.partition(":")
+            if (kind == "arch" and arch == value.lower()) or (kind == "name" and value.lower() in name):
+                return True
+            if kind == "template" and value in template:
+                return True
+        return False
+
+
+_FIELDS = {f for f in Family.__dataclass_fields__ if f != "name"}
+
+
+@cache
+def families() -> dict[str, Family]:
+    """Every family in table order."""
+    table = tomllib.loads(read_text("templates", "families.toml")).get("families", {})
+    out: dict[str, Family] = {}
+    for name, rec in table.items():
+        missing = _FIELDS - set(rec)
+        unknown = set(rec) - _FIELDS
+        if missing or unknown:
+            raise TemplateError(
+                f"family {name!r} in families.toml: missing {sorted(missing)}; unknown {sorted(unknown)}"
+            )
+        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
+        out[name] = Family(name=name, **values)
+    return out
+
+
+def get_family(name: str) -> Family:
+    """A family by name or alias; ``TemplateError`` lists the known ones."""
+    table = families()
+    if name in table:
+        return table[name]
+    for fam in table.values():
+        if name in fam.aliases:
+            return fam
+    known = ", ".join(f"{n} ({', '.join(f.aliases)})" if f.aliases else n for n, f in table.items())
+    raise TemplateError(f"unknown family {name!r}; known families: {known}")
+
+
+def detect_family(metadata: dict[str, Any]) -> Family:
+    """The first family whose ``match`` rules fit the GGUF metadata."""
+    for fam in families().values():
+        if fam.matches(metadata):
+            return fam
+    arch = metadata.get("general.architecture", "?")
+    raise TemplateError(
+        f"no family matches this model (architecture {arch!r}, name {metadata.get('general.name')!r}); "
+        f"pass family=... (one of: {', '.join(families())})"
+    )

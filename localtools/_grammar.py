@@ -1,0 +1,384 @@
+"""A small grammar form shared by every mask engine, a reader for GBNF files, and GBNF output.
+
+Family grammar files (``grammars/*.gbnf``) and the rules built from tool schemas both become
+``Grammar`` objects; each backend renders the one it needs (GBNF for llama.cpp).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+__all__ = ["Alt", "Any_", "Chars", "Expr", "Grammar", "Lit", "Ref", "Repeat", "Seq", "alt", "parse_gbnf", "seq"]
+
+
+@dataclass(frozen=True)
+class Lit:
+    text: str
+
+
+@dataclass(frozen=True)
+class Ref:
+    name: str
+
+
+@dataclass(frozen=True)
+class Chars:
+    """A character class in GBNF/regex syntax without brackets, e.g. ``^"\\\\\\x00-\\x1f``."""
+
+    body: str
+
+
+@dataclass(frozen=True)
+class Any_:
+    """Any single character."""
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Alt:
+    options: tuple[Expr, ...]
+
+
+@dataclass(frozen=True)
+class Repeat:
+    item: Expr
+    min: int = 0
+    max: int | None = None
+
+
+Expr = Lit | Ref | Chars | Any_ | Seq | Alt | Repeat
+
+
+def seq(*items: Expr) -> Expr:
+    flat: list[Expr] = []
+    for it in items:
+        if isinstance(it, Seq):
+            flat.extend(it.items)
+        elif isinstance(it, Lit) and it.text == "":
+            continue
+        else:
+            flat.append(it)
+    # Adjacent literals merge, which keeps the rendered grammar readable.
+    merged: list[Expr] = []
+    for it in flat:
+        prev = merged[-1] if merged else None
+        if isinstance(it, Lit) and isinstance(prev, Lit):
+            merged[-1] = Lit(prev.text + it.text)
+        else:
+            merged.append(it)
+    if not merged:
+        return Lit("")
+    return merged[0] if len(merged) == 1 else Seq(tuple(merged))
+
+
+def alt(*options: Expr) -> Expr:
+    out: list[Expr] = []
+    for o in options:
+        for x in o.options if isinstance(o, Alt) else (o,):
+            if x not in out:
+                out.append(x)
+    if Lit("") in out and len(out) > 1:
+        # An empty alternative reads better (and parses everywhere) as an optional group.
+        return Repeat(alt(*(x for x in out if x != Lit(""))), 0, 1)
+    return out[0] if len(out) == 1 else Alt(tuple(out))
+
+
+@dataclass
+class Grammar:
+    """Named rules; ``root`` is where matching starts."""
+
+    rules: dict[str, Expr] = field(default_factory=dict)
+    root: str = "root"
+
+    def add(self, name: str, expr: Expr) -> Ref:
+        self.rules[name] = expr
+        return Ref(name)
+
+    def unique_name(self, base: str) -> str:
+        base = re.sub(r"[^a-zA-Z0-9-]+", "-", base).strip("-").lower() or "r"
+        name, i = base, 1
+        while name in self.rules:
+            i += 1
+            name = f"{base}-{i}"
+        return name
+
+    def reachable(self) -> list[str]:
+        """Rule names reachable from the root, in first-visit order."""
+        seen: list[str] = []
+        stack = [self.root]
+        while stack:
+            name = stack.pop(0)
+            if name in seen:
+                continue
+            if name not in self.rules:
+                raise KeyError(f"grammar rule {name!r} is referenced but not defined")
+            seen.append(name)
+            stack.extend(_refs(self.rules[name]))
+        return seen
+
+    def to_gbnf(self) -> str:
+        """llama.cpp's GBNF, reachable rules only, root first."""
+        return "\n".join(f"{name} ::= {_gbnf(self.rules[name], top=True)}" for name in self.reachable()) + "\n"
+
+
+def _refs(e: Expr) -> list[str]:
+    if isinstance(e, Ref):
+        return [e.name]
+    if isinstance(e, Seq):
+        return [r for it in e.items for r in _refs(it)]
+    if isinstance(e, Alt):
+        return [r for it in e.options for r in _refs(it)]
+    if isinstance(e, Repeat):
+        return _refs(e.item)
+    return []
+
+
+def _gbnf_string(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _gbnf(e: Expr, top: bool = False) -> str:
+    if isinstance(e, Lit):
+        return _gbnf_string(e.text)
+    if isinstance(e, Ref):
+        return e.name
+    if isinstance(e, Chars):
+        return f"[{e.body}]"
+    if isinstance(e, Any_):
+        return "."
+    if isinstance(e, Seq):
+        body = " ".join(_gbnf(it) for it in e.items)
+        return body if top else f"({body})"
+    if isinstance(e, Alt):
+        body = " | ".join(_gbnf(it, top=True) for it in e.options)
+        return body if top else f"({body})"
+    if isinstance(e, Repeat):
+        inner = _gbnf(e.item)
+        if (e.min, e.max) == (0, None):
+            return inner + "*"
+        if (e.min, e.max) == (1, None):
+            return inner + "+"
+        if (e.min, e.max) == (0, 1):
+            return inner + "?"
+        upper = "" if e.max is None else str(e.max)
+        return f"{inner}{{{e.min},{upper}}}"
+    raise TypeError(e)
+
+
+# -- reading GBNF ----------------------------------------------------------------------------------
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+|\#[^\n]*)
+  | (?P<define>::=)
+  | (?P<string>"(?:[^"\\]|\\.)*")
+  | (?P<chars>\[(?:[^\]\\]|\\.)*\])
+  | (?P<name>[a-zA-Z][a-zA-Z0-9-]*)
+  | (?P<brace>\{\s*\d+\s*(?:,\s*\d*\s*)?\})
+  | (?P<op>[()|*+?.])
+    """,
+    re.VERBOSE,
+)
+
+
+def _unescape(body: str) -> str:
+    # GBNF escapes are JSON's plus \xNN; both map onto Python's unicode_escape safely here.
+    return json.loads('"' + re.sub(r"\\x([0-9a-fA-F]{2})", r"\\u00\1", body) + '"')
+
+
+def parse_gbnf(text: str, *, placeholders: dict[str, Expr] | None = None) -> Grammar:
+    """Read a GBNF file into a ``Grammar``; names in ``placeholders`` are substituted."""
+    placeholders = placeholders or {}
+    tokens: list[tuple[str, str]] = []
+    pos = 0
+    while pos < len(text):
+        m = _TOKEN.match(text, pos)
+        if not m:
+            line = text.count("\n", 0, pos) + 1
+            raise ValueError(f"GBNF syntax error at line {line}: {text[pos:pos + 20]!r}")
+        pos = m.end()
+        kind = m.lastgroup or ""
+        if kind != "ws":
+            tokens.append((kind, m.group()))
+    grammar = Grammar()
+    i = 0
+
+    def rule_start(j: int) -> bool:
+        return j + 1 < len(tokens) and tokens[j][0] == "name" and tokens[j + 1][0] == "define"
+
+    def parse_alt() -> Expr:
+        nonlocal i
+        options = [parse_seq()]
+        while i < len(tokens) and tokens[i] == ("op", "|"):
+            i += 1
+            options.append(parse_seq())
+        return alt(*options)
+
+    def parse_seq() -> Expr:
+        nonlocal i
+        items: list[Expr] = []
+        while i < len(tokens) and not rule_start(i) and tokens[i] not in (("op", "|"), ("op", ")")):
+            items.append(parse_postfix())
+        return seq(*items)
+
+    def parse_postfix() -> Expr:
+        nonlocal i
+        e = parse_atom()
+        while i < len(tokens):
+            kind, val = tokens[i]
+            if (kind, val) == ("op", "*"):
+                e = Repeat(e, 0, None)
+            elif (kind, val) == ("op", "+"):
+                e = Repeat(e, 1, None)
+            elif (kind, val) == ("op", "?"):
+                e = Repeat(e, 0, 1)
+            elif kind == "brace":
+                nums = val.strip("{} ").split(",")
+                lo = int(nums[0])
+                hi = lo if len(nums) == 1 else (int(nums[1]) if nums[1].strip() else None)
+                e = Repeat(e, lo, hi)
+            else:
+                break
+            i += 1
+        return e
+
+    def parse_atom() -> Expr:
+        nonlocal i
+        kind, val = tokens[i]
+        i += 1
+        if kind == "string":
+            return Lit(_unescape(val[1:-1]))
+        if kind == "chars":
+            return Chars(val[1:-1])
+        if kind == "name":
+            return placeholders.get(val, Ref(val))
+        if (kind, val) == ("op", "."):
+            return Any_()
+        if (kind, val) == ("op", "("):
+            e = parse_alt()
+            if i >= len(tokens) or tokens[i] != ("op", ")"):
+                raise ValueError("GBNF syntax error: missing ')'")
+            i += 1
+            return e
+        raise ValueError(f"GBNF syntax error: unexpected {val!r}")
+
+    while i < len(tokens):
+        if not rule_start(i):
+            raise ValueError(f"GBNF syntax error: expected 'name ::=' but found {tokens[i][1]!r}")
+        name = tokens[i][1]
+        i += 2
+        grammar.rules[name] = parse_alt()
+    return grammar
+
+
+# -- matching (tests and the scripted backend check text against a grammar with this) ------------
+def _class_match(body: str, ch: str) -> bool:
+    negate = body.startswith("^")
+    if negate:
+        body = body[1:]
+    items: list[str] = []
+    i = 0
+    while i < len(body):
+        c = body[i]
+        if c == "\\" and i + 1 < len(body):
+            nxt = body[i + 1]
+            if nxt == "x":
+                items.append(chr(int(body[i + 2 : i + 4], 16)))
+                i += 4
+                continue
+            if nxt == "u":
+                items.append(chr(int(body[i + 2 : i + 6], 16)))
+                i += 6
+                continue
+            items.append({"n": "\n", "t": "\t", "r": "\r"}.get(nxt, nxt))
+            i += 2
+            continue
+        items.append(c)
+        i += 1
+    found = False
+    j = 0
+    while j < len(items):
+        if j + 2 < len(items) and items[j + 1] == "-":
+            if items[j] <= ch <= items[j + 2]:
+                found = True
+            j += 3
+        else:
+            if items[j] == ch:
+                found = True
+            j += 1
+    return found != negate
+
+
+def matches(grammar: Grammar, text: str) -> bool:
+    """Whether ``text`` is in the language of ``grammar`` (a set-of-positions matcher)."""
+    memo: dict[tuple[int, int], frozenset[int]] = {}
+
+    def run(e: Expr, pos: int) -> frozenset[int]:
+        key = (id(e), pos)
+        if key in memo:
+            return memo[key]
+        memo[key] = frozenset()  # guards against left recursion
+        out: set[int] = set()
+        if isinstance(e, Lit):
+            if text.startswith(e.text, pos):
+                out.add(pos + len(e.text))
+        elif isinstance(e, Chars):
+            if pos < len(text) and _class_match(e.body, text[pos]):
+                out.add(pos + 1)
+        elif isinstance(e, Any_):
+            if pos < len(text):
+                out.add(pos + 1)
+        elif isinstance(e, Ref):
+            out |= run(grammar.rules[e.name], pos)
+        elif isinstance(e, Seq):
+            current = {pos}
+            for item in e.items:
+                current = {q for p in current for q in run(item, p)}
+                if not current:
+                    break
+            out |= current
+        elif isinstance(e, Alt):
+            for o in e.options:
+                out |= run(o, pos)
+        elif isinstance(e, Repeat):
+            current, count = {pos}, 0
+            if e.min == 0:
+                out.add(pos)
+            while current and (e.max is None or count < e.max):
+                current = {q for p in current for q in run(e.item, p)} - {p for p in current}
+                count += 1
+                if count >= e.min:
+                    out |= current
+        result = frozenset(out)
+        memo[key] = result
+        return result
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20000))
+    try:
+        return len(text) in run(grammar.rules[grammar.root], 0)
+    finally:
+        sys.setrecursionlimit(limit)

@@ -1,0 +1,170 @@
+"""A model: a backend plus the family that says how to prompt it and read its replies."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ._constraints import build_grammar
+from ._errors import GenerationTruncated, LocalToolsError, TemplateError
+from ._families import Family, detect_family, get_family
+from ._grammar import Grammar
+from ._parse import ToolCall, parse_reply
+from ._prompt import Prompt, render
+from ._tools import Tool
+from .backends._base import Backend
+
+__all__ = ["ChatResult", "Model", "ToolChoice"]
+
+ToolChoice = str  # "auto" | "required" | "none" | a tool name
+
+
+@dataclass
+class ChatResult:
+    """One assistant turn."""
+
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+    raw: str = ""
+    #: "tool_calls", "stop" or "length" (text cut by max_tokens; a cut call raises instead).
+    finish_reason: str = "stop"
+    constrained: bool = True
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    latency: float = 0.0
+
+    def message(self) -> dict[str, Any]:
+        """The OpenAI-shaped assistant message for the history."""
+        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.tool_calls:
+            msg["tool_calls"] = [c.to_openai() for c in self.tool_calls]
+        return msg
+
+
+def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
+    return [t.spec() if isinstance(t, Tool) else t for t in tools]
+
+
+class Model:
+    """Renders prompts, builds grammars and parses replies for one backend.
+
+    ``family``: a family name (see ``localtools templates``) or ``None`` to pick it from the GGUF
+    metadata. ``template``: ``None`` for the family's template, ``"model"`` for the GGUF's own chat
+    template (it must accept ``tools``), or a Jinja source string / path.
+    """
+
+    def __init__(self, backend: Backend, *, family: str | Family | None = None, template: str | Path | None = None):
+        self.backend = backend
+        if isinstance(family, Family):
+            self.family = family
+        elif family:
+            self.family = get_family(family)
+        else:
+            self.family = detect_family(backend.metadata)
+        self.template_source = self._template(template)
+
+    def _template(self, template: str | Path | None) -> str:
+        if template is None:
+            return self.family.template_source()
+        if template == "model":
+            source = self.backend.metadata.get("tokenizer.chat_template")
+            if not source:
+                raise TemplateError("this model file has no chat template; use its family's template (template=None)")
+            if "tools" not in source:
+                raise TemplateError(
+                    f"this model's own chat template ignores tools; use the {self.family.name!r} family template"
+                )
+            return str(source)
+        path = Path(template)
+        if "{" not in str(template) and path.is_file():
+            return path.read_text(encoding="utf-8")
+        return str(template)
+
+    @property
+    def name(self) -> str:
+        return str(self.backend.metadata.get("general.name") or self.backend.name)
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool | dict[str, Any]] = (),
+        *,
+        add_generation_prompt: bool = True,
+    ) -> Prompt:
+        return render(
+            self.template_source,
+            messages,
+            _specs(tools),
+            add_generation_prompt=add_generation_prompt,
+            bos_token=self.backend.bos_token,
+            eos_token=self.backend.eos_token,
+        )
+
+    def grammar(
+        self, tools: Sequence[Tool | dict[str, Any]], tool_choice: ToolChoice = "auto", parallel_tool_calls: bool = True
+    ) -> Grammar:
+        return build_grammar(self.family, _specs(tools), tool_choice, parallel_tool_calls)
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool | dict[str, Any]] = (),
+        *,
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool = True,
+        constrained: bool = True,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+    ) -> ChatResult:
+        """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
+
+        Raises ``GenerationTruncated`` when ``max_tokens`` cuts a call, ``ToolCallParseError`` when
+        free output holds a call that does not parse.
+        """
+        specs = _specs(tools)
+        prompt = self.render(messages, specs)
+        grammar = build_grammar(self.family, specs, tool_choice, parallel_tool_calls) if constrained else None
+        if not constrained and tool_choice not in ("auto", "required", "none") and tool_choice not in {
+            s["function"]["name"] for s in specs
+        }:
+            raise LocalToolsError(f"tool_choice names {tool_choice!r}, which is not among the tools")
+        started = time.perf_counter()
+        gen = self.backend.generate(
+            prompt,
+            grammar=grammar,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            top_p=top_p,
+            seed=seed,
+            stop=self.family.stop,
+        )
+        latency = time.perf_counter() - started
+        raw = gen.text
+        in_call = self.family.call_start in raw
+        if gen.finish_reason == "length" and in_call:
+            raise GenerationTruncated(max_tokens, raw)
+        if constrained and tool_choice == "none":
+            parsed_content, calls = raw.strip(), []
+        else:
+            parsed = parse_reply(raw, self.family, tolerant=not constrained)
+            parsed_content, calls = parsed.content, parsed.tool_calls
+        finish = "tool_calls" if calls else gen.finish_reason
+        return ChatResult(
+            content=parsed_content,
+            tool_calls=calls,
+            raw=raw,
+            finish_reason=finish,
+            constrained=constrained,
+            prompt_tokens=gen.prompt_tokens,
+            completion_tokens=len(gen.tokens),
+            prompt_seconds=gen.prompt_seconds,
+            decode_seconds=gen.decode_seconds,
+            latency=latency,
+        )

@@ -1,0 +1,180 @@
+"""Model output -> text content + tool calls, per family; unparseable calls raise, never vanish."""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import string
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ToolCallParseError
+from ._families import Family
+
+__all__ = ["ParsedReply", "ToolCall", "new_call_id", "parse_reply"]
+
+_ALNUM = string.ascii_letters + string.digits
+_FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
+_DECODER = json.JSONDecoder()
+# A JSON object that opens like a call: left over only when it did not parse.
+_CALL_LIKE = re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters)"\s*:')
+
+
+def new_call_id(style: str = "call") -> str:
+    """A fresh call id in the family's style ("call": call_<24 hex>; "alnum9": 9 letters/digits)."""
+    if style == "alnum9":
+        return "".join(secrets.choice(_ALNUM) for _ in range(9))
+    return "call_" + secrets.token_hex(12)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One requested call; ``arguments`` is the decoded JSON object."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+
+    def to_openai(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "function",
+            "function": {"name": self.name, "arguments": json.dumps(self.arguments, ensure_ascii=False)},
+        }
+
+
+@dataclass(frozen=True)
+class ParsedReply:
+    content: str
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+
+def _call_from(obj: Any, family: Family, raw: str) -> ToolCall | None:
+    """A ToolCall if ``obj`` has the shape of one (name + arguments/parameters), else None."""
+    if not isinstance(obj, dict):
+        return None
+    if isinstance(obj.get("function"), dict) and "name" not in obj:
+        obj = obj["function"]
+    name = obj.get("name")
+    keys = [k for k in (family.args_key, "arguments", "parameters") if k in obj]
+    if not isinstance(name, str) or (not keys and set(obj) - {"name", "id"}):
+        return None
+    args: Any = obj[keys[0]] if keys else {}
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else {}
+        except json.JSONDecodeError:
+            raise ToolCallParseError(f"the arguments of {name!r} are a string that is not JSON", raw) from None
+    if not isinstance(args, dict):
+        raise ToolCallParseError(f"the arguments of {name!r} must be a JSON object, got {type(args).__name__}", raw)
+    call_id = obj.get("id") if isinstance(obj.get("id"), str) and obj.get("id") else new_call_id(family.id)
+    return ToolCall(id=str(call_id), name=name, arguments=args)
+
+
+def _calls_from(value: Any, family: Family, raw: str) -> list[ToolCall] | None:
+    items = value if isinstance(value, list) else [value]
+    calls = [_call_from(v, family, raw) for v in items]
+    if not items or any(c is None for c in calls):
+        return None
+    return [c for c in calls if c is not None]
+
+
+def _scan_json(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str]:
+    """Find call-shaped JSON values in free text (fenced or bare); return them and the rest."""
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    pos = 0
+    # Fenced blocks first: their content is either calls or ordinary code the user should keep.
+    for m in _FENCE.finditer(text):
+        inner = m.group(1).strip()
+        try:
+            value = json.loads(inner)
+        except json.JSONDecodeError:
+            continue
+        found = _calls_from(value, family, raw)
+        if found:
+            kept.append(text[pos : m.start()])
+            calls += found
+            pos = m.end()
+    kept.append(text[pos:])
+    text = "".join(kept)
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch in "{[":
+            try:
+                value, end = _DECODER.raw_decode(text, i)
+            except json.JSONDecodeError:
+                value, end = None, i
+            found = _calls_from(value, family, raw) if end > i else None
+            if found:
+                calls += found
+                i = end
+                continue
+        out.append(ch)
+        i += 1
+    return calls, "".join(out)
+
+
+def _strip_stops(text: str, family: Family) -> str:
+    for stop in family.stop:
+        if text.endswith(stop):
+            text = text[: -len(stop)]
+    return text
+
+
+def parse_reply(text: str, family: Family, *, tolerant: bool = True) -> ParsedReply:
+    """Split model output into content and calls.
+
+    Accepts the family's own syntax and, when ``tolerant`` (free decoding), fenced or bare JSON
+    calls, several calls, and text around them. Something that starts a call but does not parse
+    raises ``ToolCallParseError`` with the raw text. Constrained output is read strictly: a call
+    counts only in the family's syntax, which the grammar guarantees.
+    """
+    raw = text
+    text = _strip_stops(text, family).replace("<|python_tag|>", "")
+    start, end = family.call_start, family.call_end
+    calls: list[ToolCall] = []
+    if end:
+        # Tagged calls; a final tag left open at the end of the output still counts.
+        pattern = re.compile(re.escape(start) + r"(.*?)(?:" + re.escape(end) + r"|\Z)", re.DOTALL)
+        for m in pattern.finditer(text):
+            inner = m.group(1).strip()
+            fenced = _FENCE.fullmatch(inner)
+            inner = fenced.group(1).strip() if fenced else inner
+            try:
+                value = json.loads(inner)
+            except json.JSONDecodeError as exc:
+                raise ToolCallParseError(f"a {start} block does not hold valid JSON ({exc.msg})", raw) from None
+            found = _calls_from(value, family, raw)
+            if not found:
+                raise ToolCallParseError(f"a {start} block is not a call (expected name and {family.args_key})", raw)
+            calls += found
+        text = pattern.sub("", text)
+    elif start and not start.startswith("{"):
+        # A marker followed by a JSON list of calls (Mistral's [TOOL_CALLS] [...]).
+        idx = text.find(start)
+        if idx >= 0:
+            rest = text[idx + len(start) :].lstrip()
+            try:
+                value, used = _DECODER.raw_decode(rest)
+            except json.JSONDecodeError as exc:
+                raise ToolCallParseError(f"{start} is not followed by valid JSON ({exc.msg})", raw) from None
+            found = _calls_from(value, family, raw)
+            if not found:
+                raise ToolCallParseError(f"{start} is not followed by calls", raw)
+            calls += found
+            text = text[:idx] + rest[used:]
+    # Constrained replies that open with "{" are calls in bare JSON form (the grammar allows no
+    # plain text to open that way), so they are read as calls under strict parsing too.
+    if tolerant or text.lstrip().startswith("{"):
+        more, text = _scan_json(text, family, raw)
+        calls += more
+    content = re.sub(r"\n{3,}", "\n\n", text).strip()
+    if start and start in content:
+        raise ToolCallParseError(f"the output starts a call with {start!r} that could not be parsed", raw)
+    if tolerant and _CALL_LIKE.search(content):
+        raise ToolCallParseError("the output holds a JSON call that could not be parsed", raw)
+    return ParsedReply(content=content, tool_calls=calls)

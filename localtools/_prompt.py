@@ -1,0 +1,170 @@
+"""Rendering chat templates into prompts whose message text is marked as data.
+
+Message text (user, system, tool results, assistant text, argument strings) must reach the
+tokenizer as plain text, never as control tokens. Rendering tracks where each piece of it lands:
+the template is rendered once with markers in place of the text and once for real, and the two are
+aligned, so a backend can tokenize template text with special tokens and message text without.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cache
+from typing import Any, NoReturn
+
+import jinja2
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from ._errors import TemplateError
+
+__all__ = ["Prompt", "normalize_messages", "render"]
+
+_MARK = re.compile("\ue000(\\d+)\ue001")
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """A rendered prompt as ``(text, is_data)`` segments; ``is_data`` text is never parsed for special tokens."""
+
+    segments: tuple[tuple[str, bool], ...]
+
+    @property
+    def text(self) -> str:
+        return "".join(t for t, _ in self.segments)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, sort_keys: bool = False) -> str:
+    # HTML-escaping (Jinja's default tojson) would change what models were trained on.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
+
+
+def _raise(message: str) -> NoReturn:
+    raise TemplateError(message)
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env.filters["tojson"] = _tojson
+    env.globals["raise_exception"] = _raise
+    env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
+    return env
+
+
+@cache
+def _compile(source: str) -> jinja2.Template:
+    try:
+        return _environment().from_string(source)
+    except jinja2.TemplateSyntaxError as exc:
+        raise TemplateError(f"chat template syntax error at line {exc.lineno}: {exc.message}") from None
+
+
+def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of OpenAI-shaped messages with call arguments as dicts (templates ``tojson`` them)."""
+    out = []
+    for i, msg in enumerate(messages):
+        msg = copy.deepcopy(dict(msg))
+        calls = msg.get("tool_calls") or []
+        for call in calls:
+            fn = call.get("function", call)
+            args = fn.get("arguments", {})
+            if isinstance(args, str):
+                try:
+                    fn["arguments"] = json.loads(args) if args.strip() else {}
+                except json.JSONDecodeError as exc:
+                    raise TemplateError(
+                        f"messages[{i}].tool_calls: arguments of {fn.get('name')!r} are not valid JSON ({exc.msg})"
+                    ) from None
+        out.append(msg)
+    return out
+
+
+def _mark(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    pieces: list[str] = []
+
+    def marker(text: str) -> str:
+        pieces.append(text)
+        return f"\ue000{len(pieces) - 1}\ue001"
+
+    def mark_strings(value: Any) -> Any:
+        if isinstance(value, str):
+            return marker(value) if value else value
+        if isinstance(value, dict):
+            return {k: mark_strings(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [mark_strings(v) for v in value]
+        return value
+
+    marked = copy.deepcopy(messages)
+    for msg in marked:
+        if isinstance(msg.get("content"), str) and msg["content"]:
+            msg["content"] = marker(msg["content"])
+        for call in msg.get("tool_calls") or []:
+            fn = call.get("function", call)
+            fn["arguments"] = mark_strings(fn.get("arguments", {}))
+    return marked, pieces
+
+
+def _candidates(text: str) -> list[str]:
+    # What a template may have made of a piece of text: as is, trimmed, or inside a JSON string.
+    return [text, text.strip(), json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]]
+
+
+def render(
+    source: str,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None = None,
+    *,
+    add_generation_prompt: bool = True,
+    **variables: Any,
+) -> Prompt:
+    """Render a chat template; ``tools`` are OpenAI-style specs (``{"type": "function", ...}``)."""
+    template = _compile(source)
+    messages = normalize_messages(messages)
+    context = {"tools": tools or None, "add_generation_prompt": add_generation_prompt, **variables}
+    try:
+        real = template.render(messages=messages, **context)
+        marked_messages, pieces = _mark(messages)
+        marked = template.render(messages=marked_messages, **context)
+    except TemplateError:
+        raise
+    except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError) as exc:
+        raise TemplateError(f"chat template failed to render: {exc}") from None
+    parts = _MARK.split(marked)
+    controls, indices = parts[0::2], [int(i) for i in parts[1::2]]
+    segments: list[tuple[str, bool]] = []
+    pos = 0
+    for k, control in enumerate(controls):
+        if not real.startswith(control, pos):
+            raise TemplateError("the chat template renders message text differently on each call; cannot mark it")
+        if control:
+            segments.append((control, False))
+        pos += len(control)
+        if k == len(indices):
+            break
+        following = controls[k + 1]
+        for cand in _candidates(pieces[indices[k]]):
+            end = pos + len(cand)
+            if real.startswith(cand, pos) and real.startswith(following, end) and (following or k + 1 < len(indices) or end == len(real)):
+                if cand:
+                    segments.append((cand, True))
+                pos = end
+                break
+        else:
+            raise TemplateError("the chat template transforms message text in a way that cannot be tracked")
+    if pos != len(real):
+        raise TemplateError("the chat template output could not be aligned with its messages")
+    merged: list[tuple[str, bool]] = []
+    for text, is_data in segments:
+        if merged and merged[-1][1] == is_data:
+            merged[-1] = (merged[-1][0] + text, is_data)
+        else:
+            merged.append((text, is_data))
+    return Prompt(tuple(merged))

@@ -1,0 +1,196 @@
+"""Grammar rules for JSON values that match a JSON Schema, in compact one-space style.
+
+The output style is what ``json.dumps`` writes by default (``", "`` and ``": "``), which is what
+chat templates render for past calls, so constrained output looks like the model's own history.
+Keys come in schema order; optional keys may be skipped; no other keys are allowed.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ._grammar import Chars, Expr, Grammar, Lit, Ref, Repeat, alt, seq
+
+__all__ = ["SchemaGrammar", "UnsupportedSchema"]
+
+_STRING_CHAR = Chars('^"\\\\\\x00-\\x1f')
+_ESCAPE = seq(Lit("\\"), alt(Chars('"\\\\/bfnrt'), seq(Lit("u"), Repeat(Chars("0-9a-fA-F"), 4, 4))))
+_INT = seq(Repeat(Lit("-"), 0, 1), alt(Chars("0-9"), seq(Chars("1-9"), Repeat(Chars("0-9"), 1, 15))))
+_FRAC = Repeat(seq(Lit("."), Repeat(Chars("0-9"), 1, 16)), 0, 1)
+_EXP = Repeat(seq(Chars("eE"), Repeat(Chars("-+"), 0, 1), Repeat(Chars("0-9"), 1, 3)), 0, 1)
+
+
+class UnsupportedSchema(ValueError):
+    pass
+
+
+class SchemaGrammar:
+    """Adds rules to ``grammar`` for schemas; identical schemas share one rule."""
+
+    def __init__(self, grammar: Grammar) -> None:
+        self.g = grammar
+        self._cache: dict[str, Ref] = {}
+        self._defs: dict[str, Any] = {}
+
+    # -- primitives, each defined once ----------------------------------------------------------
+    def _prim(self, name: str, expr: Expr) -> Ref:
+        if name not in self.g.rules:
+            self.g.add(name, expr)
+        return Ref(name)
+
+    def string(self) -> Ref:
+        char = self._prim("json-char", alt(_STRING_CHAR, _ESCAPE))
+        return self._prim("json-string", seq(Lit('"'), Repeat(char), Lit('"')))
+
+    def integer(self) -> Ref:
+        return self._prim("json-int", _INT)
+
+    def number(self) -> Ref:
+        return self._prim("json-number", seq(_INT, _FRAC, _EXP))
+
+    def boolean(self) -> Ref:
+        return self._prim("json-bool", alt(Lit("true"), Lit("false")))
+
+    def any_value(self) -> Ref:
+        if "json-value" not in self.g.rules:
+            self.g.add("json-value", Lit(""))  # placeholder, filled below (the value is recursive)
+            value = Ref("json-value")
+            member = seq(self.string(), Lit(": "), value)
+            obj = seq(Lit("{"), Repeat(seq(member, Repeat(seq(Lit(", "), member))), 0, 1), Lit("}"))
+            arr = seq(Lit("["), Repeat(seq(value, Repeat(seq(Lit(", "), value))), 0, 1), Lit("]"))
+            self.g.rules["json-value"] = alt(
+                self._prim("json-object", obj), self._prim("json-array", arr), self.string(), self.number(),
+                self.boolean(), Lit("null"),
+            )
+        return Ref("json-value")
+
+    # -- schemas ----------------------------------------------------------------------------------
+    def rule(self, schema: Any, hint: str) -> Ref:
+        """A rule matching JSON text valid under ``schema``; ``hint`` names it."""
+        if isinstance(schema, dict) and "$defs" in schema:
+            self._defs.update(schema["$defs"])
+        key = json.dumps(schema, sort_keys=True, default=str)
+        if key in self._cache:
+            return self._cache[key]
+        name = self.g.unique_name(hint)
+        ref = self.g.add(name, Lit(""))  # reserve the name first: schemas may be recursive
+        self._cache[key] = ref
+        self.g.rules[name] = self._expr(schema, name)
+        return ref
+
+    def _expr(self, schema: Any, name: str) -> Expr:
+        if schema is True or schema == {} or schema is None:
+            return self.any_value()
+        if schema is False:
+            raise UnsupportedSchema(f"{name}: the schema 'false' admits no value")
+        if not isinstance(schema, dict):
+            raise UnsupportedSchema(f"{name}: a schema must be an object, got {schema!r}")
+        if "$ref" in schema:
+            target = schema["$ref"]
+            if not isinstance(target, str) or not target.startswith(("#/$defs/", "#/definitions/")):
+                raise UnsupportedSchema(f"{name}: only local $ref to #/$defs/... is supported, got {target!r}")
+            sub = self._defs.get(target.split("/")[-1])
+            if sub is None:
+                raise UnsupportedSchema(f"{name}: $ref {target!r} has no definition")
+            return self.rule(sub, target.split("/")[-1])
+        if "const" in schema:
+            return Lit(json.dumps(schema["const"], ensure_ascii=False))
+        if "enum" in schema:
+            values = schema["enum"]
+            if not values:
+                raise UnsupportedSchema(f"{name}: empty enum")
+            return alt(*(Lit(json.dumps(v, ensure_ascii=False)) for v in values))
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                base = {k: v for k, v in schema.items() if k not in (key, "description", "default", "title")}
+                return alt(*(self.rule({**base, **s} if isinstance(s, dict) else s, f"{name}-{i}")
+                             for i, s in enumerate(schema[key])))
+        if "allOf" in schema:
+            merged: dict[str, Any] = {k: v for k, v in schema.items() if k != "allOf"}
+            for part in schema["allOf"]:
+                if isinstance(part, dict) and "$ref" in part:
+                    part = self._defs.get(part["$ref"].split("/")[-1], {})
+                for k, v in part.items():
+                    if k == "properties":
+                        merged["properties"] = {**merged.get("properties", {}), **v}
+                    elif k == "required":
+                        merged["required"] = [*merged.get("required", []), *v]
+                    else:
+                        merged.setdefault(k, v)
+            return self._expr(merged, name)
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return alt(*(self.rule({**schema, "type": t}, f"{name}-{t}") for t in kind))
+        if kind == "string":
+            return self._string(schema)
+        if kind == "integer":
+            return self.integer()
+        if kind == "number":
+            return self.number()
+        if kind == "boolean":
+            return self.boolean()
+        if kind == "null":
+            return Lit("null")
+        if kind == "array" or "items" in schema:
+            return self._array(schema, name)
+        if kind == "object" or "properties" in schema:
+            return self._object(schema, name)
+        if kind is None:
+            return self.any_value()
+        raise UnsupportedSchema(f"{name}: unsupported type {kind!r}")
+
+    def _string(self, schema: dict[str, Any]) -> Expr:
+        lo, hi = schema.get("minLength"), schema.get("maxLength")
+        if lo is None and hi is None:
+            return self.string()
+        char = self._prim("json-char", alt(_STRING_CHAR, _ESCAPE))
+        return seq(Lit('"'), Repeat(char, int(lo or 0), None if hi is None else int(hi)), Lit('"'))
+
+    def _array(self, schema: dict[str, Any], name: str) -> Expr:
+        item = self.rule(schema.get("items", {}), f"{name}-item")
+        lo = int(schema.get("minItems", 0))
+        hi = schema.get("maxItems")
+        if hi is not None and int(hi) == 0:
+            return Lit("[]")
+        rest_hi = None if hi is None else int(hi) - 1
+        rest = Repeat(seq(Lit(", "), item), max(lo - 1, 0), rest_hi)
+        body = seq(item, rest)
+        return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
+
+    def _object(self, schema: dict[str, Any], name: str) -> Expr:
+        props: dict[str, Any] = schema.get("properties") or {}
+        required = set(schema.get("required") or [])
+        missing = required - set(props)
+        if missing:
+            raise UnsupportedSchema(f"{name}: required keys {sorted(missing)} have no schema under 'properties'")
+        extra = schema.get("additionalProperties")
+        if not props:
+            if extra is False:
+                return Lit("{}")
+            # A free-form dict: string keys, values per additionalProperties (any JSON if unset).
+            value = self.rule(extra if isinstance(extra, dict) else {}, f"{name}-value")
+            member = seq(self.string(), Lit(": "), value)
+            return seq(Lit("{"), Repeat(seq(member, Repeat(seq(Lit(", "), member))), 0, 1), Lit("}"))
+        keys = list(props)
+        members = [seq(Lit(json.dumps(k, ensure_ascii=False) + ": "), self.rule(props[k], f"{name}-{k}")) for k in keys]
+        # first[i]: keys i.. when none has been written yet; rest[i]: after one was written.
+        # One rule pair per key keeps the grammar linear in the number of keys.
+        first: list[Expr] = [Lit("")] * (len(keys) + 1)
+        rest: list[Expr] = [Lit("")] * (len(keys) + 1)
+        for i in range(len(keys) - 1, -1, -1):
+            after = rest[i + 1]
+            with_key_rest = seq(Lit(", "), members[i], after)
+            with_key_first = seq(members[i], after)
+            if keys[i] in required:
+                rest[i] = with_key_rest
+                first[i] = with_key_first
+            else:
+                rest[i] = self._named(f"{name}-r{i}", alt(with_key_rest, rest[i + 1]))
+                first[i] = self._named(f"{name}-f{i}", alt(with_key_first, first[i + 1]))
+        return seq(Lit("{"), first[0], Lit("}"))
+
+    def _named(self, base: str, expr: Expr) -> Expr:
+        if isinstance(expr, Lit):
+            return expr
+        return self.g.add(self.g.unique_name(base), expr)

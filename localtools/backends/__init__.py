@@ -1,0 +1,1 @@
+"""Model backends: each turns a prompt plus a constraint into text."""

@@ -1,0 +1,50 @@
+"""What every backend provides: a prompt and a constraint in, text and tokens out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from .._grammar import Grammar
+from .._prompt import Prompt
+
+__all__ = ["Backend", "Generation"]
+
+
+@dataclass
+class Generation:
+    text: str
+    tokens: list[int] = field(default_factory=list)
+    #: "stop" (end of turn or a stop string) or "length" (max_tokens reached).
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    #: Time to the first generated token (prompt processing included).
+    prompt_seconds: float = 0.0
+    #: Time for the remaining tokens.
+    decode_seconds: float = 0.0
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A text generator. It never sees tools: only a rendered prompt and an optional grammar."""
+
+    name: str
+    #: GGUF-style metadata used to pick a family ({} when unknown).
+    metadata: dict[str, Any]
+    bos_token: str
+    eos_token: str
+
+    def generate(
+        self,
+        prompt: Prompt,
+        *,
+        grammar: Grammar | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+    ) -> Generation: ...
+
+    def tokenize(self, prompt: Prompt) -> list[int]: ...

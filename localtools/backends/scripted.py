@@ -1,0 +1,62 @@
+"""A scripted backend for tests and examples: it replies with the texts it was given, in order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .._errors import LocalToolsError
+from .._grammar import Grammar, matches
+from .._prompt import Prompt
+from ._base import Generation
+
+__all__ = ["ScriptedBackend"]
+
+Reply = str | Callable[[Prompt, Grammar | None], str]
+
+
+class ScriptedBackend:
+    """Replies from a script; one "token" per character, so ``max_tokens`` truncates like a real model.
+
+    With a grammar, a scripted reply the grammar rejects raises: a real constrained decoder could
+    not have produced it, so the test script is wrong. ``prompts`` and ``grammars`` record each call.
+    """
+
+    name = "scripted"
+    bos_token = ""
+    eos_token = ""
+
+    def __init__(self, replies: Iterable[Reply], *, metadata: dict[str, Any] | None = None) -> None:
+        self._replies = list(replies)
+        self.metadata: dict[str, Any] = metadata or {}
+        self.prompts: list[Prompt] = []
+        self.grammars: list[Grammar | None] = []
+
+    def generate(
+        self,
+        prompt: Prompt,
+        *,
+        grammar: Grammar | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+    ) -> Generation:
+        self.prompts.append(prompt)
+        self.grammars.append(grammar)
+        if not self._replies:
+            raise LocalToolsError("the scripted backend has no replies left")
+        reply = self._replies.pop(0)
+        text = reply(prompt, grammar) if callable(reply) else reply
+        if grammar is not None and not matches(grammar, text):
+            raise LocalToolsError(f"scripted reply {text!r} violates the grammar it was given")
+        finish = "stop"
+        if len(text) > max_tokens:
+            text, finish = text[:max_tokens], "length"
+        return Generation(
+            text=text, tokens=[ord(c) for c in text], finish_reason=finish, prompt_tokens=len(prompt.text)
+        )
+
+    def tokenize(self, prompt: Prompt) -> list[int]:
+        return [ord(c) for c in prompt.text]

@@ -1,0 +1,244 @@
+"""The ``localtools`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from ._errors import LocalToolsError
+
+EPILOG = """examples:
+  localtools run "What is 17 * 23 + 4?" --tools localtools.examples:ALL
+  localtools run "Plan of cust-1001?" --tools ./my_tools.py:get_customer --trace trace.jsonl
+  localtools render "What time is it?" --tools localtools.examples:ALL --family qwen2.5
+  localtools models pull qwen2.5-coder-0.5b
+"""
+
+
+def _load_tools(specs: list[str]) -> list[Any]:
+    """``module:attr`` or ``path/to/file.py:attr``; attr is a tool, a callable or a list of them."""
+    from ._tools import as_tool
+
+    out: list[Any] = []
+    for spec in specs:
+        module_name, sep, attr = spec.rpartition(":")
+        if not sep or not module_name or not attr:
+            raise LocalToolsError(f"--tools {spec!r}: expected MODULE:ATTR or FILE.py:ATTR")
+        if module_name.endswith(".py"):
+            path = Path(module_name)
+            if not path.is_file():
+                raise LocalToolsError(f"--tools {spec!r}: no file {path}")
+            mod_spec = importlib.util.spec_from_file_location(path.stem, path)
+            assert mod_spec and mod_spec.loader
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+        else:
+            try:
+                module = importlib.import_module(module_name)
+            except ImportError as exc:
+                raise LocalToolsError(f"--tools {spec!r}: cannot import {module_name}: {exc}") from None
+        if not hasattr(module, attr):
+            raise LocalToolsError(f"--tools {spec!r}: {module_name} has no attribute {attr!r}")
+        value = getattr(module, attr)
+        items = value if isinstance(value, list | tuple) else [value]
+        out += [as_tool(v) for v in items]
+    return out
+
+
+def _model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", "-m", help="catalog name (see 'localtools models list') or a .gguf path; "
+                   "default: the first catalog model")
+    p.add_argument("--backend", default="llama-cpp", help="inference backend (default: llama-cpp)")
+    p.add_argument("--family", help="model family, overriding detection (see 'localtools templates')")
+    p.add_argument("--template", help="'model' to use the GGUF's own chat template, or a Jinja file")
+    p.add_argument("--n-gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
+    p.add_argument("--n-ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+
+
+def _tool_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--tools", "-t", action="append", default=[], metavar="MODULE:ATTR",
+                   help="tools to offer: a tool, callable or list of them; repeatable; a .py path works as module")
+    p.add_argument("--tool-choice", default="auto", metavar="auto|required|none|NAME",
+                   help="auto: answer or call; required: must call; none: must not; NAME: must call that tool")
+    p.add_argument("--no-parallel", action="store_true", help="at most one call per turn")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="localtools",
+        description="Tool calling for local models: templates put your tools into the prompt, a grammar "
+        "keeps every call valid, and the loop runs the tools and feeds results back.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="answer a question, calling tools as needed",
+                         description="Run the tool-calling loop on QUESTION; the final answer is printed last.")
+    run.add_argument("question")
+    _model_args(run)
+    _tool_args(run)
+    run.add_argument("--free", action="store_true", help="free decoding (no grammar) with the tolerant parser")
+    run.add_argument("--max-steps", type=int, default=8, help="most model turns before giving up (default 8)")
+    run.add_argument("--max-tokens", type=int, default=512, help="most tokens per model turn (default 512)")
+    run.add_argument("--system", help="system prompt")
+    run.add_argument("--trace", metavar="FILE", help="write the per-step trace as JSON lines")
+    run.add_argument("--yes", action="store_true", help="approve destructive tools without asking")
+    run.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
+
+    render = sub.add_parser("render", help="print the exact prompt and grammar a model would get",
+                            description="Render QUESTION with the tools as the model would see it, then the grammar.")
+    render.add_argument("question")
+    _model_args(render)
+    _tool_args(render)
+    render.add_argument("--system", help="system prompt")
+    render.add_argument("--what", choices=["both", "prompt", "grammar"], default="both")
+
+    sub.add_parser("templates", help="list model families and their files")
+
+    models = sub.add_parser("models", help="list or download catalog models")
+    msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
+    msub.add_parser("list", help="one model a line: name, family, size, whether downloaded")
+    pull = msub.add_parser("pull", help="download, assemble and verify a catalog model")
+    pull.add_argument("name")
+    pull.add_argument("--force", action="store_true", help="download again even if cached")
+    return parser
+
+
+def _load_model(args: argparse.Namespace) -> Any:
+    from ._load import load
+
+    options: dict[str, Any] = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx}
+    return load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
+
+
+def _approver(assume_yes: bool) -> Any:
+    def approve(call: Any, tool: Any) -> bool:
+        if assume_yes:
+            return True
+        if not sys.stdin.isatty():
+            print(f"! {tool.name} is destructive; not run (pass --yes to approve)", file=sys.stderr)
+            return False
+        answer = input(f"Run destructive tool {tool.name}({json.dumps(call.arguments)})? [y/N] ")
+        return answer.strip().lower() in ("y", "yes")
+
+    return approve
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ._agent import Agent, StepTrace, write_trace
+    from ._errors import AgentError
+
+    tools = _load_tools(args.tools)
+    model = _load_model(args)
+
+    def show(step: StepTrace) -> None:
+        if args.quiet:
+            return
+        if step.error:
+            print(f"! step {step.step}: {step.error}", flush=True)
+        for call in step.calls:
+            print(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})", flush=True)
+            print(f"← {call.result}", flush=True)
+
+    agent = Agent(
+        model,
+        tools,
+        system=args.system,
+        max_steps=args.max_steps,
+        constrained=not args.free,
+        tool_choice=args.tool_choice,
+        parallel_tool_calls=not args.no_parallel,
+        max_tokens=args.max_tokens,
+        approve=_approver(args.yes),
+        on_step=show,
+    )
+    try:
+        result = agent.run(args.question)
+    except AgentError as exc:
+        if args.trace:
+            write_trace(exc.trace, args.trace)
+        raise
+    if args.trace:
+        result.write_trace(args.trace)
+    print(result.answer)
+    return 0
+
+
+def _cmd_render(args: argparse.Namespace) -> int:
+    from ._model import Model
+    from .backends.scripted import ScriptedBackend
+
+    tools = _load_tools(args.tools)
+    # With only --family, no weights are needed: a backend-less model renders the family's template.
+    static = args.family and not args.model
+    model = Model(ScriptedBackend([]), family=args.family, template=args.template) if static else _load_model(args)
+    messages = ([{"role": "system", "content": args.system}] if args.system else []) + [
+        {"role": "user", "content": args.question}
+    ]
+    if args.what in ("both", "prompt"):
+        if args.what == "both":
+            print(f"### prompt ({model.family.name} family)")
+        print(model.render(messages, tools).text, end="" if args.what == "prompt" else "\n")
+    if args.what in ("both", "grammar"):
+        if args.what == "both":
+            print(f"### grammar (GBNF, tool_choice={args.tool_choice})")
+        print(model.grammar(tools, args.tool_choice, not args.no_parallel).to_gbnf(), end="")
+    return 0
+
+
+def _cmd_templates(args: argparse.Namespace) -> int:
+    from ._families import families
+
+    for fam in families().values():
+        aliases = f" (aliases: {', '.join(fam.aliases)})" if fam.aliases else ""
+        print(f"{fam.name}{aliases}\n  template: {fam.template}  grammar: {fam.grammar}  "
+              f"calls: {fam.call_start}…{fam.call_end or ''}  parallel: {'yes' if fam.parallel else 'no'}")
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from ._catalog import catalog, pull
+
+    if args.models_command == "list":
+        for entry in catalog().values():
+            state = str(entry.path) if entry.cached else "not downloaded"
+            print(f"{entry.name}\t{entry.family}\t{entry.size / 1e6:.0f} MB\t{state}")
+        return 0
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
+
+    known = catalog().get(args.name)
+    if known is not None and known.cached and not args.force:
+        print(known.path)
+        return 0
+    with Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+                  transient=True) as bar:
+        task = bar.add_task(f"downloading {args.name}", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, description=f"assembling {args.name}", completed=done, total=total)
+
+        path = pull(args.name, force=args.force, progress=progress)
+    print(path)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _build_parser().parse_args(argv)
+    handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models}
+    try:
+        return handlers[args.command](args)
+    except LocalToolsError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

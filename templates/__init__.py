@@ -1,0 +1,1 @@
+"""Chat templates and the family table; data only, shipped with the package."""

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import pytest
+
+from localtools import get_family
+from localtools._constraints import build_grammar
+from localtools._grammar import matches, parse_gbnf
+
+CUSTOMER = {
+    "type": "function",
+    "function": {
+        "name": "get_customer",
+        "description": "Look up a customer.",
+        "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]},
+    },
+}
+
+
+def one_tool(params: dict) -> list[dict]:
+    return [{"type": "function", "function": {"name": "f", "description": "", "parameters": params}}]
+
+
+def call(args: str) -> str:
+    return '<tool_call>\n{"name": "f", "arguments": ' + args + "}\n</tool_call>"
+
+
+CASES = [
+    # (schema feature, parameters, accepted argument texts, rejected argument texts)
+    ("required", {"type": "object", "properties": {"a": {"type": "string"}}, "required": ["a"]},
+     ['{"a": "x"}'], ["{}", '{"b": "x"}', '{"a":"x"}', '{"a": "x", "a": "y"}']),
+    ("optional keys in order", {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+     ["{}", '{"a": 1}', '{"b": 2}', '{"a": 1, "b": 2}'], ['{"b": 2, "a": 1}', '{, "b": 2}', '{"a": 1,}']),
+    ("types", {"type": "object", "properties": {"i": {"type": "integer"}, "n": {"type": "number"},
+                                                "b": {"type": "boolean"}, "z": {"type": "null"}},
+               "required": ["i", "n", "b", "z"]},
+     ['{"i": -3, "n": 2.5e-3, "b": true, "z": null}', '{"i": 0, "n": 7, "b": false, "z": null}'],
+     ['{"i": 1.5, "n": 1, "b": true, "z": null}', '{"i": 01, "n": 1, "b": true, "z": null}',
+      '{"i": 1, "n": 1, "b": "true", "z": null}']),
+    ("enum", {"type": "object", "properties": {"u": {"enum": ["c", "f"]}}, "required": ["u"]},
+     ['{"u": "c"}', '{"u": "f"}'], ['{"u": "k"}', '{"u": "C"}']),
+    ("nested object", {"type": "object", "properties": {"o": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                                              "required": ["x"]}}, "required": ["o"]},
+     ['{"o": {"x": 1}}'], ['{"o": {}}', '{"o": {"x": 1, "y": 2}}']),
+    ("array", {"type": "object", "properties": {"l": {"type": "array", "items": {"type": "integer"}, "maxItems": 2}},
+               "required": ["l"]},
+     ['{"l": []}', '{"l": [1]}', '{"l": [1, 2]}'], ['{"l": [1, 2, 3]}', '{"l": ["a"]}', '{"l": [1,2]}']),
+    ("string escapes", {"type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]},
+     ['{"s": "a\\"b\\\\c\\n\\u00e9"}', '{"s": ""}'], ['{"s": "a"b"}', '{"s": "tab\tinside"}', '{"s": "\\q"}']),
+    ("free-form dict", {"type": "object", "properties": {"d": {"type": "object", "additionalProperties": {"type": "integer"}}},
+                        "required": ["d"]},
+     ['{"d": {}}', '{"d": {"k": 1, "j": 2}}'], ['{"d": {"k": "v"}}']),
+    ("nullable", {"type": "object", "properties": {"a": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}, "required": ["a"]},
+     ['{"a": 1}', '{"a": null}'], ['{"a": "1"}']),
+]
+
+
+@pytest.mark.parametrize(("feature", "params", "good", "bad"), CASES, ids=[c[0] for c in CASES])
+def test_schema_features(feature: str, params: dict, good: list[str], bad: list[str]) -> None:
+    g = build_grammar(get_family("qwen2.5"), one_tool(params), "required")
+    for args in good:
+        assert matches(g, call(args)), f"{feature}: should accept {args}"
+    for args in bad:
+        assert not matches(g, call(args)), f"{feature}: should reject {args}"
+
+
+def test_tool_choice_modes() -> None:
+    fam = get_family("qwen2.5")
+    tools = [CUSTOMER, *one_tool({"type": "object", "properties": {}})]
+    a_call = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "c1"}}\n</tool_call>'
+    f_call = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    auto, required = build_grammar(fam, tools, "auto"), build_grammar(fam, tools, "required")
+    none, named = build_grammar(fam, tools, "none"), build_grammar(fam, tools, "f")
+    assert matches(auto, a_call) and matches(auto, "The plan is pro.")
+    assert matches(auto, '{"name": "Ada", "plan": "pro"}')  # an echoed JSON result is text
+    assert not matches(auto, '{"name": "get_customer", "arguments": {}}')  # a bare call must be valid
+    assert not matches(auto, "Let me call <tool_call> now") and not matches(auto, "")
+    assert matches(required, a_call) and not matches(required, "The plan is pro.")
+    assert matches(none, "The plan is pro.") and not matches(none, a_call)
+    assert matches(named, f_call) and not matches(named, a_call)
+
+
+def test_parallel_calls() -> None:
+    fam = get_family("qwen2.5")
+    two = '<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    assert matches(build_grammar(fam, one_tool({"type": "object", "properties": {}}), "required", True), two)
+    assert not matches(build_grammar(fam, one_tool({"type": "object", "properties": {}}), "required", False), two)
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "chatml", "llama3", "mistral", "gemma"])
+def test_each_family_grammar_accepts_its_own_call(family: str) -> None:
+    fam = get_family(family)
+    key = fam.args_key
+    body = '{"name": "get_customer", "' + key + '": {"customer_id": "c1"}}'
+    text = {"<tool_call>": f"<tool_call>\n{body}\n</tool_call>", "[TOOL_CALLS]": f"[TOOL_CALLS] [{body}]"}.get(
+        fam.call_start, body
+    )
+    assert matches(build_grammar(fam, [CUSTOMER], "required"), text)
+
+
+def test_gbnf_snapshot() -> None:
+    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "required")
+    assert g.to_gbnf() == (
+        "root ::= calls\n"
+        "calls ::= call (call-sep call)* calls-close\n"
+        'call ::= "<tool_call>\\n" tool-call "\\n</tool_call>" | tool-call\n'
+        'call-sep ::= "\\n"\n'
+        'calls-close ::= "\\n"?\n'
+        "tool-call ::= call-get-customer\n"
+        'call-get-customer ::= "{\\"name\\": \\"get_customer\\", \\"arguments\\": " get-customer-args "}"\n'
+        'get-customer-args ::= "{\\"customer_id\\": " get-customer-args-customer-id "}"\n'
+        "get-customer-args-customer-id ::= json-string\n"
+        'json-string ::= "\\"" json-char* "\\""\n'
+        'json-char ::= [^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4,4})\n'
+    )
+
+
+def test_gbnf_round_trip() -> None:
+    g = build_grammar(get_family("mistral"), [CUSTOMER], "auto")
+    again = parse_gbnf(g.to_gbnf())
+    assert again.to_gbnf() == g.to_gbnf()
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "chatml", "llama3", "mistral", "gemma"])
+@pytest.mark.parametrize("choice", ["auto", "required", "none", "get_customer"])
+def test_llama_cpp_accepts_every_grammar(family: str, choice: str) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    gbnf = build_grammar(get_family(family), [CUSTOMER, *one_tool({"type": "object", "properties": {}})], choice).to_gbnf()
+    llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)

@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import pytest
+
+from localtools import ToolCallParseError, get_family, parse_reply
+
+
+def names_and_args(text: str, family: str, tolerant: bool = True) -> list[tuple[str, dict]]:
+    return [(c.name, c.arguments) for c in parse_reply(text, get_family(family), tolerant=tolerant).tool_calls]
+
+
+def test_hermes_tags_several_calls() -> None:
+    text = '<tool_call>\n{"name": "a", "arguments": {"x": 1}}\n</tool_call>\n<tool_call>\n{"name": "b", "arguments": {}}\n</tool_call>'
+    assert names_and_args(text, "qwen2.5") == [("a", {"x": 1}), ("b", {})]
+
+
+def test_hermes_unclosed_final_tag_and_bare_json() -> None:
+    assert names_and_args('<tool_call>\n{"name": "a", "arguments": {}}', "qwen2.5") == [("a", {})]
+    assert names_and_args('{"name": "a", "arguments": {"x": "y"}}\n', "qwen2.5", tolerant=False) == [("a", {"x": "y"})]
+
+
+def test_tolerant_fenced_json_with_text_around() -> None:
+    reply = parse_reply('Sure!\n```json\n{"name": "a", "arguments": {"x": 1}}\n```\nDone.', get_family("qwen2.5"))
+    assert reply.content == "Sure!\n\nDone."
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("a", {"x": 1})]
+
+
+def test_tolerant_list_and_string_arguments() -> None:
+    text = '[{"name": "a", "arguments": "{\\"x\\": 1}"}, {"name": "b", "parameters": {}}]'
+    assert names_and_args(text, "chatml") == [("a", {"x": 1}), ("b", {})]
+
+
+def test_strict_parse_keeps_fenced_json_as_text() -> None:
+    reply = parse_reply('Here:\n```json\n{"name": "a", "arguments": {}}\n```', get_family("qwen2.5"), tolerant=False)
+    assert reply.tool_calls == [] and "```json" in reply.content
+
+
+def test_plain_text_and_json_that_is_not_a_call() -> None:
+    reply = parse_reply('The record is {"plan": "pro"}.', get_family("qwen2.5"))
+    assert reply.tool_calls == [] and reply.content == 'The record is {"plan": "pro"}.'
+
+
+def test_llama3_and_gemma_bare_json() -> None:
+    assert names_and_args('<|python_tag|>{"name": "a", "parameters": {"q": 1}}', "llama3") == [("a", {"q": 1})]
+    assert names_and_args('{"name": "a", "parameters": {}}\n{"name": "b", "parameters": {}}', "gemma") == [
+        ("a", {}), ("b", {})]
+
+
+def test_mistral_list_keeps_ids() -> None:
+    calls = parse_reply('[TOOL_CALLS] [{"name": "a", "arguments": {}, "id": "abcDEF123"}]', get_family("mistral")).tool_calls
+    assert [(c.name, c.id) for c in calls] == [("a", "abcDEF123")]
+
+
+def test_new_ids_are_unique_and_styled() -> None:
+    text = '<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>\n<tool_call>\n{"name": "a", "arguments": {}}\n</tool_call>'
+    ids = [c.id for c in parse_reply(text, get_family("qwen2.5")).tool_calls]
+    assert len(set(ids)) == 2 and all(i.startswith("call_") for i in ids)
+    mistral = parse_reply('[TOOL_CALLS] [{"name": "a", "arguments": {}}]', get_family("mistral")).tool_calls[0]
+    assert len(mistral.id) == 9 and mistral.id.isalnum()
+
+
+@pytest.mark.parametrize(
+    ("text", "family"),
+    [
+        ('<tool_call>\n{"name": "a", "argu', "qwen2.5"),
+        ("<tool_call>\nnot json\n</tool_call>", "qwen2.5"),
+        ('{"name": "a", "parameters": {"x": ', "llama3"),
+        ("[TOOL_CALLS] [{broken", "mistral"),
+        ('Calling: {"name": "a", "arguments": {"x": 1', "qwen2.5"),
+        ('<tool_call>\n{"name": "a", "arguments": [1]}\n</tool_call>', "qwen2.5"),
+    ],
+)
+def test_unparseable_calls_raise_with_raw_text(text: str, family: str) -> None:
+    with pytest.raises(ToolCallParseError) as info:
+        parse_reply(text, get_family(family))
+    assert info.value.raw == text
