@@ -208,7 +208,8 @@ class Agent:
             if not result.tool_calls:
                 self._notify(st)
                 return RunResult(answer=result.content, messages=messages, trace=trace)
-            fresh = [c for c in result.tool_calls if _call_key(c) not in done_calls]
+            # Identical calls (within this turn or repeating an earlier one) run once.
+            fresh = list({_call_key(c): c for c in reversed(result.tool_calls) if _call_key(c) not in done_calls}.values())[::-1]
             executed = {c.id: t for c, t in zip(fresh, await asyncio.gather(*(self._execute(c) for c in fresh)), strict=False)}
             st.calls = []
             for call in result.tool_calls:
@@ -216,9 +217,12 @@ class Agent:
                     st.calls.append(executed[call.id])
                     if executed[call.id].ok:
                         done_calls[_call_key(call)] = executed[call.id].result
-                else:
+                elif _call_key(call) in done_calls:
                     note = f"{done_calls[_call_key(call)]}\n(This call was already made; this is its result. Use it to answer.)"
                     st.calls.append(CallTrace(call.id, call.name, call.arguments, True, note, "repeated call"))
+                else:  # a duplicate whose first copy failed: same failure, same message
+                    twin = next(t for t in st.calls if _call_key(call) == t.name + json.dumps(t.arguments, sort_keys=True, default=str))
+                    st.calls.append(CallTrace(call.id, call.name, call.arguments, twin.ok, twin.result, twin.error))
             repeated = any(c.error == "repeated call" for c in st.calls)
             for done in st.calls:
                 messages.append({"role": "tool", "tool_call_id": done.id, "name": done.name, "content": done.result})

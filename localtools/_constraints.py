@@ -14,6 +14,8 @@ from ._schema_grammar import SchemaGrammar, UnsupportedSchema
 __all__ = ["build_grammar", "plain_text", "text_without"]
 
 _NAME, _ARGS = "\ue010name", "\ue010args"
+#: Most calls in one reply. Small models otherwise repeat the same call until max_tokens.
+MAX_PARALLEL_CALLS = 5
 
 
 def _substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
@@ -104,6 +106,7 @@ def build_grammar(
     tools: list[dict[str, Any]],
     tool_choice: str = "auto",
     parallel_tool_calls: bool = True,
+    max_parallel_calls: int = MAX_PARALLEL_CALLS,
 ) -> Grammar:
     """The grammar of a reply under ``tool_choice`` ("auto", "required", "none" or a tool name).
 
@@ -142,7 +145,8 @@ def build_grammar(
     g.add("tool-call", alt(*per_tool))
     for name in ("call", "call-sep", "calls-open", "calls-close"):
         g.add(name, fam.rules[name])
-    more = Repeat(seq(Ref("call-sep"), Ref("call"))) if parallel_tool_calls and family.parallel else Lit("")
+    parallel = parallel_tool_calls and family.parallel and max_parallel_calls > 1
+    more = Repeat(seq(Ref("call-sep"), Ref("call")), 0, max_parallel_calls - 1) if parallel else Lit("")
     calls = g.add("calls", seq(Ref("calls-open"), Ref("call"), more, Ref("calls-close")))
     if tool_choice == "required":
         g.add("root", calls)

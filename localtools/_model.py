@@ -11,7 +11,7 @@ from typing import Any
 from ._constraints import build_grammar
 from ._errors import GenerationTruncated, LocalToolsError, TemplateError
 from ._families import Family, detect_family, get_family
-from ._grammar import Grammar
+from ._grammar import Grammar, matches
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt, render
 from ._tools import Tool
@@ -110,6 +110,12 @@ class Model:
     ) -> Grammar:
         return build_grammar(self.family, _specs(tools), tool_choice, parallel_tool_calls)
 
+    def _cut_inside_call(self, raw: str, grammar: Grammar | None) -> bool:
+        if grammar is not None:
+            # Text answers are complete at every character; a call is complete only when closed.
+            return not matches(grammar, raw) and not matches(grammar, raw.rstrip())
+        return self.family.call_start in raw or '{"name"' in raw
+
     def chat(
         self,
         messages: list[dict[str, Any]],
@@ -147,8 +153,7 @@ class Model:
         )
         latency = time.perf_counter() - started
         raw = gen.text
-        in_call = self.family.call_start in raw
-        if gen.finish_reason == "length" and in_call:
+        if gen.finish_reason == "length" and self._cut_inside_call(raw, grammar):
             raise GenerationTruncated(max_tokens, raw)
         if constrained and tool_choice == "none":
             parsed_content, calls = raw.strip(), []

@@ -166,7 +166,9 @@ class SchemaGrammar:
             raise UnsupportedSchema(f"{name}: required keys {sorted(missing)} have no schema under 'properties'")
         extra = schema.get("additionalProperties")
         if not props:
-            if extra is False:
+            # An explicit empty "properties" means "no arguments" in tool specs; only an
+            # additionalProperties schema (or a bare {"type": "object"}) opens a free-form dict.
+            if extra is False or ("properties" in schema and extra in (None, False)):
                 return Lit("{}")
             # A free-form dict: string keys, values per additionalProperties (any JSON if unset).
             value = self.rule(extra if isinstance(extra, dict) else {}, f"{name}-value")
