@@ -1,0 +1,32 @@
+"""The wheel carries templates/, grammars/ and the catalog, found without the source tree."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHECK = """
+import localtools, localtools._catalog as c
+assert 'site' in localtools.__file__ or 'target' in localtools.__file__, localtools.__file__
+fams = localtools.families()
+assert set(fams) == {'mistral', 'llama3', 'gemma', 'qwen2.5', 'chatml'}, fams
+assert all(f.template_source() and f.grammar_source() for f in fams.values())
+assert next(iter(c.catalog())) == 'qwen2.5-coder-0.5b'
+print('ok')
+"""
+
+
+def test_non_editable_install_finds_data_files(tmp_path: Path) -> None:
+    pip = [sys.executable, "-m", "pip"]
+    subprocess.run([*pip, "wheel", "-q", "--no-deps", "-w", str(tmp_path / "w"), str(ROOT)],
+                   check=True, capture_output=True)
+    wheel = next((tmp_path / "w").glob("localtools-*.whl"))
+    target = tmp_path / "target"
+    subprocess.run([*pip, "install", "-q", "--no-deps", "--target", str(target), str(wheel)], check=True, capture_output=True)
+    out = subprocess.run([sys.executable, "-c", CHECK], cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"

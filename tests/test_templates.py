@@ -1,0 +1,74 @@
+"""Rendered prompts, one small conversation per family, compared in full with tests/snapshots/.
+
+Regenerate after an intended change with: UPDATE_SNAPSHOTS=1 pytest tests/test_templates.py
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from localtools import TemplateError, families, get_family
+from localtools._families import detect_family
+from localtools._prompt import render
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+TOOLS = [{"type": "function", "function": {
+    "name": "get_customer", "description": "Look up a customer.",
+    "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]},
+}}]
+CONVERSATION = [
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": "Plan of cust-1001?"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "abcDEF123", "type": "function", "function": {"name": "get_customer", "arguments": '{"customer_id": "cust-1001"}'}}]},
+    {"role": "tool", "tool_call_id": "abcDEF123", "content": '{"plan": "pro"}'},
+]
+
+
+@pytest.mark.parametrize("family", list(families()))
+def test_render_snapshot(family: str) -> None:
+    fam = get_family(family)
+    text = render(fam.template_source(), CONVERSATION, TOOLS, bos_token="<s>", eos_token="</s>").text
+    path = SNAPSHOTS / f"{family}.txt"
+    if os.environ.get("UPDATE_SNAPSHOTS"):
+        SNAPSHOTS.mkdir(exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    assert text == path.read_text(encoding="utf-8")
+
+
+def test_message_text_is_marked_as_data() -> None:
+    prompt = render(get_family("qwen2.5").template_source(), CONVERSATION, TOOLS)
+    data = [t for t, is_data in prompt.segments if is_data]
+    assert data == ["Be brief.", "Plan of cust-1001?", "cust-1001", '{"plan": "pro"}']
+    assert "".join(t for t, _ in prompt.segments) == prompt.text
+
+
+def test_tojson_does_not_html_escape() -> None:
+    tools = [{"type": "function", "function": {"name": "f", "description": "a < b & c > 'd'", "parameters": {}}}]
+    text = render(get_family("qwen2.5").template_source(), [{"role": "user", "content": "x"}], tools).text
+    assert "a < b & c > 'd'" in text
+
+
+def test_sandbox_blocks_unsafe_templates() -> None:
+    with pytest.raises(TemplateError):
+        render("{{ messages.__class__.__mro__ }}", [{"role": "user", "content": "x"}])
+
+
+def test_malformed_history_arguments_are_a_clear_error() -> None:
+    bad = [{"role": "assistant", "content": "", "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{oops"}}]}]
+    with pytest.raises(TemplateError, match="not valid JSON"):
+        render(get_family("qwen2.5").template_source(), bad)
+
+
+def test_detection_from_metadata() -> None:
+    assert detect_family({"general.architecture": "qwen2", "tokenizer.chat_template": "<tool_call>"}).name == "qwen2.5"
+    assert detect_family({"general.architecture": "llama", "tokenizer.chat_template": "<|im_start|>"}).name == "chatml"
+    assert detect_family({"general.architecture": "llama", "tokenizer.chat_template": "<|start_header_id|>"}).name == "llama3"
+    assert detect_family({"general.architecture": "gemma3"}).name == "gemma"
+    assert detect_family({"general.architecture": "llama", "tokenizer.chat_template": "[INST]"}).name == "mistral"
+    with pytest.raises(TemplateError, match="no family matches"):
+        detect_family({"general.architecture": "rwkv"})
+    assert get_family("hermes").name == "qwen2.5"
