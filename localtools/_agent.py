@@ -209,19 +209,24 @@ class Agent:
                 self._notify(st)
                 return RunResult(answer=result.content, messages=messages, trace=trace)
             # Identical calls (within this turn or repeating an earlier one) run once.
-            fresh = list({_call_key(c): c for c in reversed(result.tool_calls) if _call_key(c) not in done_calls}.values())[::-1]
-            executed = {c.id: t for c, t in zip(fresh, await asyncio.gather(*(self._execute(c) for c in fresh)), strict=False)}
+            first: dict[str, ToolCall] = {}
+            for c in result.tool_calls:
+                if _call_key(c) not in done_calls:
+                    first.setdefault(_call_key(c), c)
+            outcomes = await asyncio.gather(*(self._execute(c) for c in first.values()))
+            executed = dict(zip(first, outcomes, strict=True))
             st.calls = []
             for call in result.tool_calls:
-                if call.id in executed:
-                    st.calls.append(executed[call.id])
-                    if executed[call.id].ok:
-                        done_calls[_call_key(call)] = executed[call.id].result
-                elif _call_key(call) in done_calls:
-                    note = f"{done_calls[_call_key(call)]}\n(This call was already made; this is its result. Use it to answer.)"
+                key = _call_key(call)
+                if first.get(key) is call:
+                    st.calls.append(executed[key])
+                    if executed[key].ok:
+                        done_calls[key] = executed[key].result
+                elif key in done_calls:
+                    note = f"{done_calls[key]}\n(This call was already made; this is its result. Use it to answer.)"
                     st.calls.append(CallTrace(call.id, call.name, call.arguments, True, note, "repeated call"))
                 else:  # a duplicate whose first copy failed: same failure, same message
-                    twin = next(t for t in st.calls if _call_key(call) == t.name + json.dumps(t.arguments, sort_keys=True, default=str))
+                    twin = executed[key]
                     st.calls.append(CallTrace(call.id, call.name, call.arguments, twin.ok, twin.result, twin.error))
             repeated = any(c.error == "repeated call" for c in st.calls)
             for done in st.calls:

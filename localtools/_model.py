@@ -112,8 +112,9 @@ class Model:
 
     def _cut_inside_call(self, raw: str, grammar: Grammar | None) -> bool:
         if grammar is not None:
-            # Text answers are complete at every character; a call is complete only when closed.
-            return not matches(grammar, raw) and not matches(grammar, raw.rstrip())
+            # Constrained output is always a prefix of the grammar's language; text answers are
+            # complete at every character, a call only once it is closed.
+            return not matches(grammar, raw)
         return self.family.call_start in raw or '{"name"' in raw
 
     def chat(
@@ -136,7 +137,7 @@ class Model:
         """
         specs = _specs(tools)
         prompt = self.render(messages, specs)
-        grammar = build_grammar(self.family, specs, tool_choice, parallel_tool_calls) if constrained else None
+        grammar = self.grammar(specs, tool_choice, parallel_tool_calls) if constrained else None
         if not constrained and tool_choice not in ("auto", "required", "none") and tool_choice not in {
             s["function"]["name"] for s in specs
         }:
