@@ -56,6 +56,8 @@ class StepTrace:
     latency: float = 0.0
     prompt_seconds: float = 0.0
     decode_seconds: float = 0.0
+    #: 2 when a call cut by max_tokens was generated again with a repeat penalty.
+    attempts: int = 1
     raw: str = ""
     calls: list[CallTrace] = field(default_factory=list)
     error: str | None = None
@@ -204,6 +206,7 @@ class Agent:
             st.prompt_tokens, st.completion_tokens = result.prompt_tokens, result.completion_tokens
             st.latency, st.raw = result.latency, result.raw
             st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
+            st.attempts = result.attempts
             messages.append(result.message())
             if not result.tool_calls:
                 self._notify(st)

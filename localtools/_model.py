@@ -37,6 +37,8 @@ class ChatResult:
     prompt_seconds: float = 0.0
     decode_seconds: float = 0.0
     latency: float = 0.0
+    #: Generations this turn took: 2 when a call cut by ``max_tokens`` was retried with a repeat penalty.
+    attempts: int = 1
 
     def message(self) -> dict[str, Any]:
         """The OpenAI-shaped assistant message for the history."""
@@ -129,11 +131,17 @@ class Model:
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        repeat_penalty: float = 1.0,
+        retry_repeat_penalty: float | None = 1.1,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
-        Raises ``GenerationTruncated`` when ``max_tokens`` cuts a call, ``ToolCallParseError`` when
-        free output holds a call that does not parse.
+        ``repeat_penalty`` penalises tokens this reply already produced (never the prompt, so copying
+        argument values from the question is not penalised). When ``max_tokens`` cuts a call, the
+        model was almost always looping (a repeated array item, string or call under greedy
+        decoding), so the turn is generated once more with ``retry_repeat_penalty`` (``None``
+        disables the retry). Raises ``GenerationTruncated`` when ``max_tokens`` still cuts a call,
+        ``ToolCallParseError`` when free output holds a call that does not parse.
         """
         specs = _specs(tools)
         prompt = self.render(messages, specs)
@@ -143,19 +151,31 @@ class Model:
         }:
             raise LocalToolsError(f"tool_choice names {tool_choice!r}, which is not among the tools")
         started = time.perf_counter()
-        gen = self.backend.generate(
-            prompt,
-            grammar=grammar,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            top_p=top_p,
-            seed=seed,
-            stop=self.family.stop,
-        )
-        latency = time.perf_counter() - started
-        raw = gen.text
-        if gen.finish_reason == "length" and self._cut_inside_call(raw, grammar):
+        penalties = [repeat_penalty]
+        if retry_repeat_penalty is not None and retry_repeat_penalty != repeat_penalty:
+            penalties.append(retry_repeat_penalty)
+        attempts, completion_tokens, decode_seconds = 0, 0, 0.0
+        for penalty in penalties:
+            attempts += 1
+            gen = self.backend.generate(
+                prompt,
+                grammar=grammar,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                seed=seed,
+                stop=self.family.stop,
+                repeat_penalty=penalty,
+            )
+            completion_tokens += len(gen.tokens)
+            decode_seconds += gen.decode_seconds
+            raw = gen.text
+            cut = gen.finish_reason == "length" and self._cut_inside_call(raw, grammar)
+            if not cut:
+                break
+        if cut:
             raise GenerationTruncated(max_tokens, raw)
+        latency = time.perf_counter() - started
         if constrained and tool_choice == "none":
             parsed_content, calls = raw.strip(), []
         else:
@@ -169,8 +189,9 @@ class Model:
             finish_reason=finish,
             constrained=constrained,
             prompt_tokens=gen.prompt_tokens,
-            completion_tokens=len(gen.tokens),
+            completion_tokens=completion_tokens,
             prompt_seconds=gen.prompt_seconds,
-            decode_seconds=gen.decode_seconds,
+            decode_seconds=decode_seconds,
             latency=latency,
+            attempts=attempts,
         )

@@ -10,6 +10,7 @@ import pytest
 
 from localtools import (
     Agent,
+    GenerationTruncated,
     MaxStepsExceeded,
     Model,
     RetryLimitExceeded,
@@ -127,9 +128,27 @@ def test_parse_errors_are_retried_then_give_up() -> None:
 
 def test_truncated_call_is_an_error_fed_back() -> None:
     long_call = tc("get_customer", customer_id="cust-1001")
-    a, _ = agent([long_call, long_call, long_call], [get_customer], max_tokens=20, max_retries=1)
+    # Each turn is tried twice (the second time with a repeat penalty) before it counts as a failure.
+    a, backend = agent([long_call] * 4, [get_customer], max_tokens=20, max_retries=1)
     with pytest.raises(RetryLimitExceeded, match="max_tokens=20"):
         a.run("plan?")
+    assert backend.repeat_penalties == [1.0, 1.1, 1.0, 1.1]
+
+
+def test_cut_call_is_retried_once_with_a_repeat_penalty() -> None:
+    looping = tc("get_customer", customer_id="cust-1001 " * 20)
+    good = tc("get_customer", customer_id="cust-1001")
+    cap = len(good) + 10
+    model = Model(ScriptedBackend([looping, good]), family="qwen2.5")
+    result = model.chat([{"role": "user", "content": "plan?"}], [get_customer], max_tokens=cap)
+    assert [c.arguments for c in result.tool_calls] == [{"customer_id": "cust-1001"}]
+    assert result.attempts == 2 and result.completion_tokens == cap + len(good)
+    assert model.backend.repeat_penalties == [1.0, 1.1]  # type: ignore[attr-defined]
+    # With the retry off, the cut call is the typed error at once.
+    model = Model(ScriptedBackend([looping]), family="qwen2.5")
+    with pytest.raises(GenerationTruncated) as info:
+        model.chat([{"role": "user", "content": "plan?"}], [get_customer], max_tokens=cap, retry_repeat_penalty=None)
+    assert info.value.raw == looping[:cap]
 
 
 def test_destructive_tool_needs_approval() -> None:

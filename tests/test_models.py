@@ -27,16 +27,9 @@ def test_constrained_required_calls_always_valid(request: pytest.FixtureRequest,
                                                  tools: list[dict], question: str) -> None:
     model: Model = request.getfixturevalue(which)
     messages = [{"role": "user", "content": question}]
-    if which == "smollm":
-        # SmolLM2-135M sometimes repeats array items until max_tokens: that must surface as the
-        # typed error, never as a cut call.
-        try:
-            result = model.chat(messages, tools, tool_choice="required", max_tokens=256)
-        except localtools.GenerationTruncated as exc:
-            assert exc.max_tokens == 256
-            return
-    else:
-        result = model.chat(messages, tools, tool_choice="required", max_tokens=256)
+    # SmolLM2-135M loops on a few sets under greedy decoding (a repeated array item or sentence);
+    # the turn's one retry with a repeat penalty must land a complete call.
+    result = model.chat(messages, tools, tool_choice="required", max_tokens=256)
     assert result.tool_calls, result.raw
     assert result.finish_reason == "tool_calls"
     assert_valid(result, tools)

@@ -45,6 +45,7 @@ class Backend(Protocol):
         top_p: float = 1.0,
         seed: int | None = None,
         stop: Sequence[str] = (),
+        repeat_penalty: float = 1.0,
     ) -> Generation: ...
 
     def tokenize(self, prompt: Prompt) -> list[int]: ...

@@ -96,6 +96,7 @@ class LlamaCppBackend:
         top_p: float = 1.0,
         seed: int | None = None,
         stop: Sequence[str] = (),
+        repeat_penalty: float = 1.0,
     ) -> Generation:
         llama_cpp = _import()
         prompt_ids = self.tokenize(prompt)
@@ -117,7 +118,7 @@ class LlamaCppBackend:
             top_p=top_p,
             top_k=0 if temperature > 0 else 1,
             min_p=0.0,
-            repeat_penalty=1.0,
+            repeat_penalty=repeat_penalty,
             grammar=compiled,
         ):
             if not out:

@@ -19,7 +19,8 @@ class ScriptedBackend:
     """Replies from a script; one "token" per character, so ``max_tokens`` truncates like a real model.
 
     With a grammar, a scripted reply the grammar rejects raises: a real constrained decoder could
-    not have produced it, so the test script is wrong. ``prompts`` and ``grammars`` record each call.
+    not have produced it, so the test script is wrong. ``prompts``, ``grammars`` and
+    ``repeat_penalties`` record each call.
     """
 
     name = "scripted"
@@ -31,6 +32,7 @@ class ScriptedBackend:
         self.metadata: dict[str, Any] = metadata or {}
         self.prompts: list[Prompt] = []
         self.grammars: list[Grammar | None] = []
+        self.repeat_penalties: list[float] = []
 
     def generate(
         self,
@@ -42,9 +44,11 @@ class ScriptedBackend:
         top_p: float = 1.0,
         seed: int | None = None,
         stop: Sequence[str] = (),
+        repeat_penalty: float = 1.0,
     ) -> Generation:
         self.prompts.append(prompt)
         self.grammars.append(grammar)
+        self.repeat_penalties.append(repeat_penalty)
         if not self._replies:
             raise LocalToolsError("the scripted backend has no replies left")
         reply = self._replies.pop(0)
