@@ -9,8 +9,10 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	# torch pinned to its CPU build first: a bare torch requirement pulls a multi-GB CUDA build.
+	$(BIN)/pip install --quiet torch==2.13.0
 	# llama-cpp-python compiles from source the first time (a few minutes); pip caches the wheel.
-	$(BIN)/pip install --quiet -e '.[llama-cpp,dev]'
+	$(BIN)/pip install --quiet -e '.[llama-cpp,transformers,xgrammar,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -22,7 +24,8 @@ demo: $(STAMP)
 test: $(STAMP)
 	$(BIN)/localtools models pull qwen2.5-coder-0.5b
 	$(BIN)/localtools models pull smollm2-135m
-	$(BIN)/ruff check localtools tests
+	$(BIN)/localtools models pull gemma3-270m
+	$(BIN)/ruff check localtools tests benchmarks
 	$(BIN)/mypy localtools
 	$(BIN)/pytest -q
 

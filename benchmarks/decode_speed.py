@@ -1,42 +1,118 @@
-"""Tokens/s of free vs grammar-constrained decoding on one fixed prompt, same process.
+"""Tokens/s of free vs grammar-constrained decoding on one fixed prompt, every mode in one process.
 
     .venv/bin/python benchmarks/decode_speed.py [--model qwen2.5-coder-0.5b] [--runs 5]
+        [--backend llama-cpp --backend transformers] [--engine llguidance --engine xgrammar ...]
+        [--build-sets 4] [--device cpu]
 
-Runs alternate (free, constrained, free, ...) so machine noise hits both; prints medians and
-the constrained/free ratio of seconds per generated token (decode only).
+Modes: per backend, free decoding and constrained decoding (on transformers, once per mask
+engine). Runs alternate across modes so machine noise hits all of them; the table gives medians
+and each constrained mode's ratio to its own backend's free mode (seconds per generated token,
+decode only). ``--build-sets N`` also times, per engine, the first mask for N tool sets it has not
+seen (compiling the grammar and the first token mask): tool sets change per request, so this
+cost is paid often.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
+import time
+from typing import Any
 
 import localtools
+from localtools import Tool
 from localtools.examples import ALL
 
 PROMPT = [{"role": "user", "content": "Convert 12.5 km to miles, then tell me the current time in Europe/Paris."}]
+
+
+def _fresh_tool_sets(n: int) -> list[list[dict[str, Any]]]:
+    # Same shapes as the example tools under new names, so no engine has them cached.
+    specs = [t.spec() for t in ALL]
+    out = []
+    for i in range(n):
+        renamed = [{**s, "function": {**s["function"], "name": f"{s['function']['name']}_v{i}_{time.time_ns() % 10**6}"}}
+                   for s in specs]
+        out.append(renamed)
+    return out
+
+
+def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]]) -> list[float]:
+    import torch
+
+    backend = model.backend
+    ids = torch.tensor([backend.tokenize(model.render(PROMPT, sets[0]))])
+    logits = torch.zeros((1, backend.model.config.vocab_size))
+    out = []
+    for specs in sets:
+        grammar = model.grammar(specs, "required")
+        started = time.perf_counter()
+        backend.engine.processor(grammar)(ids, logits.clone())
+        out.append(time.perf_counter() - started)
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--backend", action="append", choices=["llama-cpp", "transformers"])
+    parser.add_argument("--engine", action="append", choices=["llguidance", "xgrammar", "outlines_core"],
+                        help="transformers mask engines to compare (default: all three)")
+    parser.add_argument("--build-sets", type=int, default=0, help="time the first mask for N new tool sets per engine")
+    parser.add_argument("--device", help="transformers device (cpu, cuda); llama-cpp uses --n-gpu-layers")
+    parser.add_argument("--n-gpu-layers", type=int, help="llama-cpp layers on the GPU (-1: all)")
     args = parser.parse_args()
-    model = localtools.load(args.model)
-    per_token: dict[bool, list[float]] = {False: [], True: []}
-    tokens: dict[bool, list[int]] = {False: [], True: []}
-    model.chat(PROMPT, ALL, tool_choice="none", max_tokens=4)  # warm-up: puts the prompt in the KV cache
+    backends = args.backend or ["llama-cpp"]
+    engines = args.engine or ["llguidance", "xgrammar", "outlines_core"]
+    tools: list[Tool] = list(ALL)
+
+    models: dict[str, localtools.Model] = {}
+    modes: list[tuple[str, str, str | None]] = []  # (label, backend, engine or None for free)
+    for name in backends:
+        options: dict[str, Any] = {}
+        if name == "transformers" and args.device:
+            options["device"] = args.device
+        if name == "llama-cpp" and args.n_gpu_layers is not None:
+            options["n_gpu_layers"] = args.n_gpu_layers
+        models[name] = localtools.load(args.model, backend=name, **options)
+        modes.append((f"{name} free", name, None))
+        if name == "transformers":
+            modes += [(f"{name} constrained ({e})", name, e) for e in engines]
+        else:
+            modes.append((f"{name} constrained (GBNF)", name, "gbnf"))
+
+    def run(backend: str, engine: str | None) -> localtools.ChatResult:
+        model = models[backend]
+        if engine not in (None, "gbnf"):
+            model.backend.engine_name = engine  # type: ignore[attr-defined]
+        return model.chat(PROMPT, tools, tool_choice="required", constrained=engine is not None, max_tokens=128,
+                          retry_repeat_penalty=None)
+
+    for _, backend, engine in modes:  # warm-up: weights paged in, prompt cached, engines built
+        run(backend, engine)
+    per_token: dict[str, list[float]] = {label: [] for label, _, _ in modes}
+    tokens: dict[str, int] = {}
     for _ in range(args.runs):
-        for constrained in (False, True):
-            r = model.chat(PROMPT, ALL, tool_choice="required", constrained=constrained, max_tokens=128)
+        for label, backend, engine in modes:
+            r = run(backend, engine)
             # The first token's time includes prompt processing; decode covers the rest.
-            per_token[constrained].append(r.decode_seconds / max(r.completion_tokens - 1, 1))
-            tokens[constrained].append(r.completion_tokens)
-    free, cons = statistics.median(per_token[False]), statistics.median(per_token[True])
-    print(f"model: {args.model}  runs: {args.runs}  tokens per reply: free {tokens[False][0]}, constrained {tokens[True][0]}")
-    print(f"free:        {1 / free:7.1f} tokens/s  ({free * 1000:.1f} ms/token)")
-    print(f"constrained: {1 / cons:7.1f} tokens/s  ({cons * 1000:.1f} ms/token)")
-    print(f"grammar_overhead_ratio (constrained / free seconds per token): {cons / free:.2f}")
+            per_token[label].append(r.decode_seconds / max(r.completion_tokens - 1, 1))
+            tokens[label] = r.completion_tokens
+
+    print(f"model: {args.model}  runs: {args.runs}  (medians; decode only)")
+    print(f"{'mode':<40} {'tokens':>6} {'tok/s':>8} {'ms/tok':>8} {'ratio':>6}")
+    free = {b: statistics.median(per_token[f"{b} free"]) for b in backends}
+    for label, backend, engine in modes:
+        sec = statistics.median(per_token[label])
+        ratio = f"{sec / free[backend]:.2f}" if engine else "1.00"
+        print(f"{label:<40} {tokens[label]:>6} {1 / sec:>8.1f} {sec * 1000:>8.1f} {ratio:>6}")
+    if args.build_sets and "transformers" in models:
+        print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, median / max:")
+        for engine in engines:
+            models["transformers"].backend.engine_name = engine  # type: ignore[attr-defined]
+            secs = _build_seconds(models["transformers"], _fresh_tool_sets(args.build_sets))
+            print(f"  {engine:<14} {statistics.median(secs) * 1000:8.0f} ms  {max(secs) * 1000:8.0f} ms")
 
 
 if __name__ == "__main__":

@@ -30,6 +30,8 @@ class Part:
 class CatalogEntry:
     name: str
     family: str
+    #: Backends this model is tested on (``localtools.BACKENDS`` names).
+    backends: tuple[str, ...]
     source: str
     sha256: str
     size: int
@@ -95,10 +97,10 @@ def catalog() -> dict[str, CatalogEntry]:
         if not line or line.startswith("#"):
             continue
         fields = line.split()
-        if len(fields) != 5:
-            raise ModelError(f"models.txt line {lineno}: expected 5 fields (name family source sha256 size)")
-        name, family, source, sha, size = fields
-        out[name] = CatalogEntry(name, family, source, sha.lower(), int(size))
+        if len(fields) != 6:
+            raise ModelError(f"models.txt line {lineno}: expected 6 fields (name family backends source sha256 size)")
+        name, family, backends, source, sha, size = fields
+        out[name] = CatalogEntry(name, family, tuple(backends.split(",")), source, sha.lower(), int(size))
     return out
 
 
@@ -182,11 +184,14 @@ def _entry(name: str) -> CatalogEntry:
     return table[name]
 
 
-def resolve_model(name_or_path: str, *, download: bool = True) -> tuple[Path, str | None]:
-    """A GGUF path for a catalog name or a path; returns ``(path, catalog family or None)``."""
+def resolve_model(name_or_path: str, *, download: bool = True) -> tuple[Path, CatalogEntry | None]:
+    """A weights path for a catalog name or a path; returns ``(path, catalog entry or None)``.
+
+    A path may be a GGUF file or (for backends that take one) a model directory.
+    """
     path = Path(name_or_path).expanduser()
-    if path.suffix == ".gguf" or path.is_file():
-        if not path.is_file():
+    if path.suffix == ".gguf" or path.exists():
+        if not path.exists():
             raise ModelError(f"no GGUF file at {path}")
         return path, None
     entry = _entry(name_or_path)
@@ -194,7 +199,7 @@ def resolve_model(name_or_path: str, *, download: bool = True) -> tuple[Path, st
         if not download:
             raise ModelError(f"model {entry.name!r} is not downloaded; run: localtools models pull {entry.name}")
         pull(entry.name)
-    return entry.path, entry.family
+    return entry.path, entry
 
 
 def verify(name: str) -> bool:

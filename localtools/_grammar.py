@@ -1,7 +1,8 @@
 """A small grammar form shared by every mask engine, a reader for GBNF files, and GBNF output.
 
 Family grammar files (``grammars/*.gbnf``) and the rules built from tool schemas both become
-``Grammar`` objects; each backend renders the one it needs (GBNF for llama.cpp).
+``Grammar`` objects; each mask engine gets its rendering of the same object: GBNF (llama.cpp,
+xgrammar), Lark (llguidance) or one regular expression (outlines_core, when nothing recurses).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass, field
 
-__all__ = ["Alt", "Any_", "Chars", "Expr", "Grammar", "Lit", "Ref", "Repeat", "Seq", "alt", "parse_gbnf", "seq"]
+__all__ = ["Alt", "Any_", "Chars", "Expr", "Grammar", "GrammarNotRegular", "Lit", "Ref", "Repeat", "Seq", "alt", "parse_gbnf", "seq"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +127,33 @@ class Grammar:
         """llama.cpp's GBNF, reachable rules only, root first."""
         return "\n".join(f"{name} ::= {_gbnf(self.rules[name], top=True)}" for name in self.reachable()) + "\n"
 
+    def to_lark(self) -> str:
+        """Lark as llguidance reads it: ``start`` first, rule names made Lark-safe."""
+        names = self.reachable()
+        safe: dict[str, str] = {}
+        for name in names:
+            base = "r_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
+            candidate, i = base, 1
+            while candidate in safe.values():
+                i += 1
+                candidate = f"{base}_{i}"
+            safe[name] = candidate
+        lines = [f"start: {safe[self.root]}"]
+        lines += [f"{safe[name]}: {_lark(self.rules[name], safe, top=True)}" for name in names]
+        return "\n".join(lines) + "\n"
+
+    def to_regex(self) -> str:
+        """One regular expression (Rust ``regex`` syntax) for the whole language.
+
+        Raises ``GrammarNotRegular`` when a rule refers to itself (free-form JSON values, recursive
+        ``$ref`` schemas): those need a CFG engine.
+        """
+        return _regex(Ref(self.root), self.rules, ())
+
+
+class GrammarNotRegular(ValueError):
+    """The grammar recurses, so no regular expression describes it."""
+
 
 def _refs(e: Expr) -> list[str]:
     if isinstance(e, Ref):
@@ -184,6 +212,84 @@ def _gbnf(e: Expr, top: bool = False) -> str:
             return inner + "?"
         upper = "" if e.max is None else str(e.max)
         return f"{inner}{{{e.min},{upper}}}"
+    raise TypeError(e)
+
+
+def _regex_char(ch: str) -> str:
+    # Alphanumerics stay as they are; everything else is a code-point escape, which means the same
+    # inside and outside a class and never clashes with Lark's "/" delimiters.
+    return ch if ch.isascii() and ch.isalnum() else f"\\x{{{ord(ch):X}}}"
+
+
+def _class_items(body: str) -> tuple[bool, list[tuple[str, str]]]:
+    """A GBNF class body as (negated, [(low, high), ...])."""
+    negate = body.startswith("^")
+    chars = _class_chars(body[1:] if negate else body)
+    ranges: list[tuple[str, str]] = []
+    j = 0
+    while j < len(chars):
+        if j + 2 < len(chars) and chars[j + 1] == "-":
+            ranges.append((chars[j], chars[j + 2]))
+            j += 3
+        else:
+            ranges.append((chars[j], chars[j]))
+            j += 1
+    return negate, ranges
+
+
+def _regex_class(body: str) -> str:
+    negate, ranges = _class_items(body)
+    inner = "".join(_regex_char(a) if a == b else f"{_regex_char(a)}-{_regex_char(b)}" for a, b in ranges)
+    return f"[{'^' if negate else ''}{inner}]"
+
+
+def _regex_repeat(inner: str, lo: int, hi: int | None) -> str:
+    if (lo, hi) == (0, None):
+        return inner + "*"
+    if (lo, hi) == (1, None):
+        return inner + "+"
+    if (lo, hi) == (0, 1):
+        return inner + "?"
+    return f"{inner}{{{lo},{'' if hi is None else hi}}}"
+
+
+def _lark(e: Expr, names: dict[str, str], top: bool = False) -> str:
+    if isinstance(e, Lit):
+        return json.dumps(e.text, ensure_ascii=False) if e.text else '""'
+    if isinstance(e, Ref):
+        return names[e.name]
+    if isinstance(e, Chars):
+        return f"/{_regex_class(e.body)}/"
+    if isinstance(e, Any_):
+        return "/(?s:.)/"
+    if isinstance(e, Seq):
+        body = " ".join(_lark(it, names) for it in e.items)
+        return body if top else f"({body})"
+    if isinstance(e, Alt):
+        body = " | ".join(_lark(it, names, top=True) for it in e.options)
+        return body if top else f"({body})"
+    if isinstance(e, Repeat):
+        return _regex_repeat(f"({_lark(e.item, names, top=True)})", e.min, e.max)
+    raise TypeError(e)
+
+
+def _regex(e: Expr, rules: dict[str, Expr], stack: tuple[str, ...]) -> str:
+    if isinstance(e, Lit):
+        return "".join(_regex_char(ch) for ch in e.text)
+    if isinstance(e, Ref):
+        if e.name in stack:
+            raise GrammarNotRegular(f"rule {e.name!r} refers to itself ({' -> '.join((*stack, e.name))})")
+        return f"(?:{_regex(rules[e.name], rules, (*stack, e.name))})"
+    if isinstance(e, Chars):
+        return _regex_class(e.body)
+    if isinstance(e, Any_):
+        return "(?s:.)"
+    if isinstance(e, Seq):
+        return "".join(_regex(it, rules, stack) for it in e.items)
+    if isinstance(e, Alt):
+        return "(?:" + "|".join(_regex(it, rules, stack) for it in e.options) + ")"
+    if isinstance(e, Repeat):
+        return _regex_repeat(f"(?:{_regex(e.item, rules, stack)})", e.min, e.max)
     raise TypeError(e)
 
 
@@ -293,10 +399,8 @@ def parse_gbnf(text: str, *, placeholders: dict[str, Expr] | None = None) -> Gra
 
 
 # -- matching (tests and the scripted backend check text against a grammar with this) ------------
-def _class_match(body: str, ch: str) -> bool:
-    negate = body.startswith("^")
-    if negate:
-        body = body[1:]
+def _class_chars(body: str) -> list[str]:
+    """The characters of a class body with escapes resolved (``-`` stays as written)."""
     items: list[str] = []
     i = 0
     while i < len(body):
@@ -316,18 +420,12 @@ def _class_match(body: str, ch: str) -> bool:
             continue
         items.append(c)
         i += 1
-    found = False
-    j = 0
-    while j < len(items):
-        if j + 2 < len(items) and items[j + 1] == "-":
-            if items[j] <= ch <= items[j + 2]:
-                found = True
-            j += 3
-        else:
-            if items[j] == ch:
-                found = True
-            j += 1
-    return found != negate
+    return items
+
+
+def _class_match(body: str, ch: str) -> bool:
+    negate, ranges = _class_items(body)
+    return any(a <= ch <= b for a, b in ranges) != negate
 
 
 def matches(grammar: Grammar, text: str) -> bool:

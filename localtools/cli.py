@@ -53,11 +53,16 @@ def _load_tools(specs: list[str]) -> list[Any]:
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "-m", help="catalog name (see 'localtools models list') or a .gguf path; "
                    "default: the first catalog model")
-    p.add_argument("--backend", default="llama-cpp", help="inference backend (default: llama-cpp)")
+    p.add_argument("--backend", default="llama-cpp", choices=["llama-cpp", "transformers"],
+                   help="inference backend (default: llama-cpp); 'localtools models list' says which a model runs on")
     p.add_argument("--family", help="model family, overriding detection (see 'localtools templates')")
     p.add_argument("--template", help="'model' to use the GGUF's own chat template, or a Jinja file")
-    p.add_argument("--n-gpu-layers", type=int, default=0, help="layers to offload to the GPU (-1: all)")
-    p.add_argument("--n-ctx", type=int, default=4096, help="context size in tokens (default 4096)")
+    p.add_argument("--n-gpu-layers", type=int, help="llama-cpp: layers to offload to the GPU (-1: all; needs a CUDA build)")
+    p.add_argument("--n-ctx", type=int, help="llama-cpp: context size in tokens (default 4096)")
+    p.add_argument("--device", help="transformers: cpu, cuda or auto (default auto: CUDA when torch sees one)")
+    p.add_argument("--dtype", help="transformers: auto, float32, bfloat16 or float16 (default auto)")
+    p.add_argument("--engine", choices=["llguidance", "xgrammar", "outlines_core"],
+                   help="transformers: the grammar mask engine (default llguidance)")
 
 
 def _tool_args(p: argparse.ArgumentParser) -> None:
@@ -103,7 +108,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     models = sub.add_parser("models", help="list or download catalog models")
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
-    msub.add_parser("list", help="one model a line: name, family, size, whether downloaded")
+    msub.add_parser("list", help="one model a line: name, family, backends, size, where it is cached")
     pull = msub.add_parser("pull", help="download, assemble and verify a catalog model")
     pull.add_argument("name")
     pull.add_argument("--force", action="store_true", help="download again even if cached")
@@ -113,7 +118,10 @@ def _build_parser() -> argparse.ArgumentParser:
 def _load_model(args: argparse.Namespace) -> Any:
     from ._load import load
 
-    options: dict[str, Any] = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx}
+    # Only the options given on the command line; each backend rejects those it does not take.
+    given = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx, "device": args.device, "dtype": args.dtype,
+             "engine": args.engine}
+    options = {k: v for k, v in given.items() if v is not None}
     return load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
 
 
@@ -208,7 +216,7 @@ def _cmd_models(args: argparse.Namespace) -> int:
     if args.models_command == "list":
         for entry in catalog().values():
             state = str(entry.path) if entry.cached else "not downloaded"
-            print(f"{entry.name}\t{entry.family}\t{entry.size / 1e6:.0f} MB\t{state}")
+            print(f"{entry.name}\t{entry.family}\t{','.join(entry.backends)}\t{entry.size / 1e6:.0f} MB\t{state}")
         return 0
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import time
 from collections.abc import Sequence
@@ -59,6 +60,9 @@ class LlamaCppBackend:
         self.path = path
         self.metadata = read_metadata(path)
         llama_cpp = _import()
+        unknown = sorted(set(llama_kwargs) - set(inspect.signature(llama_cpp.Llama).parameters))
+        if unknown:
+            raise ModelError(f"llama_cpp.Llama takes no option {', '.join(unknown)} (is it meant for another backend?)")
         try:
             self.llm = llama_cpp.Llama(
                 model_path=str(path),

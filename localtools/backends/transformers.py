@@ -1,0 +1,276 @@
+"""transformers backend: a Hugging Face model directory or one of our GGUF files, on CPU or CUDA.
+
+Grammars reach the decoder through outlines' logits processors. The mask engine is one of
+``ENGINES``; each gets its rendering of the same ``Grammar`` (Lark for llguidance, GBNF for
+xgrammar, one regex for outlines_core), so no engine has a grammar of its own to keep in sync.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from .._errors import BackendNotInstalled, LocalToolsError, ModelError
+from .._gguf import read_metadata
+from .._grammar import Grammar, GrammarNotRegular
+from .._prompt import Prompt
+from ._base import Generation
+
+__all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend"]
+
+INSTALL_HINT = "pip install torch==2.13.0 'localtools[transformers]'  (pin torch on CPU: a bare torch pulls a multi-GB CUDA build)"
+
+#: Mask engines reachable through outlines. The default was picked by measurement (BENCHMARKS.md).
+ENGINES = ("llguidance", "xgrammar", "outlines_core")
+DEFAULT_ENGINE = "llguidance"
+
+
+def _import() -> tuple[Any, Any]:
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise BackendNotInstalled(f"the transformers backend needs torch and transformers: {INSTALL_HINT}") from exc
+    return torch, transformers
+
+
+def _render(grammar: Grammar, engine: str) -> str:
+    if engine == "llguidance":
+        return grammar.to_lark()
+    if engine == "xgrammar":
+        return grammar.to_gbnf()
+    return grammar.to_regex()
+
+
+class _Engine:
+    """One outlines backend (its tokenizer index is built once) and a cache of compiled grammars."""
+
+    def __init__(self, name: str, hf_model: Any, tokenizer: Any, cache_size: int = 32) -> None:
+        if name not in ENGINES:
+            raise LocalToolsError(f"unknown mask engine {name!r}; expected one of {', '.join(ENGINES)}")
+        try:
+            import outlines
+            from outlines import backends
+        except ImportError as exc:
+            raise BackendNotInstalled(f"constrained decoding on transformers needs outlines: {INSTALL_HINT}") from exc
+        model = outlines.from_transformers(hf_model, tokenizer)
+        classes = {"llguidance": "LLGuidanceBackend", "xgrammar": "XGrammarBackend", "outlines_core": "OutlinesCoreBackend"}
+        try:
+            self.backend = getattr(backends, classes[name])(model)
+        except ImportError as exc:
+            raise BackendNotInstalled(f"the {name} mask engine is not installed: pip install {name}") from exc
+        self.name = name
+        self._cache: OrderedDict[str, Any] = OrderedDict()
+        self._size = cache_size
+        #: Seconds spent compiling grammars not found in the cache (benchmarks read this).
+        self.compile_seconds = 0.0
+
+    def processor(self, grammar: Grammar) -> Any:
+        try:
+            source = _render(grammar, self.name)
+        except GrammarNotRegular as exc:
+            raise LocalToolsError(
+                f"the outlines_core engine takes regular grammars only and this one recurses ({exc}); "
+                "use engine='llguidance' or 'xgrammar'"
+            ) from exc
+        proc = self._cache.pop(source, None)
+        if proc is None:
+            started = time.perf_counter()
+            if self.name == "outlines_core":
+                proc = self.backend.get_regex_logits_processor(source)
+            else:
+                proc = self.backend.get_cfg_logits_processor(source)
+            self.compile_seconds += time.perf_counter() - started
+        else:
+            proc.reset()
+        self._cache[source] = proc
+        while len(self._cache) > self._size:
+            self._cache.popitem(last=False)
+        return proc
+
+
+class TransformersBackend:
+    """Runs a causal LM through transformers with its own decode loop (KV cache, greedy or top-p).
+
+    ``path``: a GGUF file (loaded with ``gguf_file=``, de-quantized; needs ``gguf``) or a model
+    directory with ``config.json``. ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when
+    present). ``dtype``: ``"auto"`` (float32 on CPU, bfloat16 on CUDA) or a torch dtype name.
+    ``engine``: the mask engine for grammars, one of ``ENGINES``. Prompt segments marked as data
+    are tokenized with special-token parsing off, as on llama.cpp.
+    """
+
+    name = "transformers"
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        device: str = "auto",
+        dtype: str = "auto",
+        engine: str = DEFAULT_ENGINE,
+        seed: int = 0,
+    ) -> None:
+        if engine not in ENGINES:
+            raise LocalToolsError(f"unknown mask engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        torch, transformers = _import()
+        path = Path(path)
+        if path.is_file():
+            directory, gguf_file = path.parent, path.name
+            self.metadata: dict[str, Any] = read_metadata(path)
+        elif (path / "config.json").is_file():
+            directory, gguf_file = path, None
+            self.metadata = {}
+        else:
+            raise ModelError(f"{path} is neither a GGUF file nor a model directory with config.json")
+        self.path = path
+        if device == "auto":
+            device = "cuda" if torch.cuda.is_available() else "cpu"
+        if device.startswith("cuda") and not torch.cuda.is_available():
+            raise ModelError("device='cuda' was asked for, but torch sees no CUDA device (is this a CPU build of torch?)")
+        if dtype == "auto":
+            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+        torch_dtype = getattr(torch, dtype, None)
+        if not isinstance(torch_dtype, torch.dtype):
+            raise ModelError(f"unknown dtype {dtype!r}; expected auto, float32, float16 or bfloat16")
+        self.device, self.dtype = device, torch_dtype
+        kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(str(directory), **kwargs)
+            self.model = transformers.AutoModelForCausalLM.from_pretrained(str(directory), dtype=torch_dtype, **kwargs)
+        except ImportError as exc:
+            raise BackendNotInstalled(f"loading {path.name} needs a package that is missing ({exc}): {INSTALL_HINT}") from exc
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"transformers could not load {path}: {exc}") from exc
+        self.model.to(device).eval()
+        # transformers renamed past_key_values to cache during 5.x; speak whichever this one takes.
+        params = inspect.signature(self.model.forward).parameters
+        self._cache_arg = "cache" if "cache" in params else "past_key_values"
+        self._step_kwargs: dict[str, Any] = {"use_cache": True}
+        if "logits_to_keep" in params:
+            self._step_kwargs["logits_to_keep"] = 1  # the prompt's other logits are never read
+        if not self.metadata:
+            config = self.model.config
+            self.metadata = {
+                "general.architecture": config.model_type,
+                "general.name": Path(str(config.name_or_path)).name,
+                "tokenizer.chat_template": self.tokenizer.chat_template or "",
+            }
+        self.bos_token = self._token_text("tokenizer.ggml.bos_token_id", self.tokenizer.bos_token)
+        self.eos_token = self._token_text("tokenizer.ggml.eos_token_id", self.tokenizer.eos_token)
+        self._eog = self._end_ids()
+        self.engine_name = engine
+        self._engines: dict[str, _Engine] = {}
+        self._seed = seed
+
+    def _token_text(self, key: str, fallback: str | None) -> str:
+        token_id = self.metadata.get(key)
+        if token_id is not None:
+            return str(self.tokenizer.convert_ids_to_tokens(int(token_id)))
+        return fallback or ""
+
+    def _end_ids(self) -> set[int]:
+        # End-of-generation tokens: the tokenizer's EOS, the generation config's, and the GGUF's.
+        ids: set[int] = set()
+        for value in (self.tokenizer.eos_token_id, getattr(self.model.generation_config, "eos_token_id", None),
+                      self.metadata.get("tokenizer.ggml.eos_token_id"), self.metadata.get("tokenizer.ggml.eot_token_id")):
+            if isinstance(value, int):
+                ids.add(value)
+            elif isinstance(value, (list, tuple)):
+                ids.update(int(v) for v in value)
+        return ids
+
+    @property
+    def engine(self) -> _Engine:
+        """The current mask engine; set ``engine_name`` to switch (each is built once, on first use)."""
+        if self.engine_name not in self._engines:
+            self._engines[self.engine_name] = _Engine(self.engine_name, self.model, self.tokenizer)
+        return self._engines[self.engine_name]
+
+    def tokenize(self, prompt: Prompt) -> list[int]:
+        ids: list[int] = []
+        for text, is_data in prompt.segments:
+            ids += self.tokenizer(text, add_special_tokens=False, split_special_tokens=is_data)["input_ids"]
+        return ids
+
+    def generate(
+        self,
+        prompt: Prompt,
+        *,
+        grammar: Grammar | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        repeat_penalty: float = 1.0,
+    ) -> Generation:
+        torch, _ = _import()
+        prompt_ids = self.tokenize(prompt)
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit and len(prompt_ids) >= limit:
+            raise ModelError(f"the prompt has {len(prompt_ids)} tokens, more than the context of {limit}")
+        if limit:
+            max_tokens = min(max_tokens, limit - len(prompt_ids))
+        processor = self.engine.processor(grammar) if grammar is not None else None
+        generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
+        ids = torch.tensor([prompt_ids], device=self.device)
+        out: list[int] = []
+        finish = "length"
+        text = ""
+        start = time.perf_counter()
+        first = start
+        past = None
+        step_input = ids
+        with torch.inference_mode():
+            while len(out) < max_tokens:
+                result = self.model(input_ids=step_input, **{self._cache_arg: past}, **self._step_kwargs)
+                past = getattr(result, self._cache_arg)
+                logits = result.logits[:, -1, :].float()
+                if repeat_penalty != 1.0 and out:
+                    # Only this reply's own tokens: copying values out of the prompt is not penalised.
+                    seen = torch.tensor(sorted(set(out)), device=logits.device)
+                    picked = logits[0, seen]
+                    logits[0, seen] = torch.where(picked > 0, picked / repeat_penalty, picked * repeat_penalty)
+                if processor is not None:
+                    logits = processor(ids, logits)
+                token = self._pick(torch, logits[0], temperature, top_p, generator)
+                if not out:
+                    first = time.perf_counter()
+                if token in self._eog:
+                    finish = "stop"
+                    break
+                out.append(token)
+                step_input = torch.tensor([[token]], device=self.device)
+                ids = torch.cat([ids, step_input], dim=1)
+                if stop:
+                    text = self.tokenizer.decode(out, skip_special_tokens=True)
+                    hit = min((text.find(s) for s in stop if s in text), default=-1)
+                    if hit >= 0:
+                        text, finish = text[:hit], "stop"
+                        break
+        end = time.perf_counter()
+        if finish != "stop" or not stop:
+            text = self.tokenizer.decode(out, skip_special_tokens=True)
+        return Generation(
+            text=text,
+            tokens=out,
+            finish_reason=finish,
+            prompt_tokens=len(prompt_ids),
+            prompt_seconds=first - start,
+            decode_seconds=end - first,
+        )
+
+    @staticmethod
+    def _pick(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
+        if temperature <= 0:
+            return int(torch.argmax(logits))
+        probs = torch.softmax(logits / temperature, dim=-1).cpu()
+        if top_p < 1.0:
+            ordered, order = torch.sort(probs, descending=True)
+            keep = torch.cumsum(ordered, dim=0) - ordered < top_p
+            probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
+        return int(torch.multinomial(probs, 1, generator=generator))

@@ -1,0 +1,118 @@
+"""Every mask engine reads its rendering of our grammar with the same meaning as our own matcher.
+
+The engines run over a byte-level vocabulary (one token per byte), so these tests need no model:
+the Lark rendering through llguidance, the GBNF rendering through xgrammar, and the regex
+rendering (what outlines_core gets) through llguidance's regex compiler, which shares its syntax.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_grammar import CASES, CUSTOMER, call, one_tool
+
+from localtools import get_family
+from localtools._constraints import build_grammar
+from localtools._grammar import Grammar, GrammarNotRegular, matches
+
+llg = pytest.importorskip("llguidance")
+xgr = pytest.importorskip("xgrammar")
+
+EOS = 256
+BYTES = [bytes([i]) for i in range(256)] + [b"<eos>"]
+
+
+class _ByteTokenizer:
+    eos_token_id = EOS
+    bos_token_id = None
+    tokens = BYTES
+    special_token_ids = (EOS,)
+
+    def __call__(self, text: str | bytes) -> list[int]:
+        return list(text if isinstance(text, bytes) else text.encode())
+
+
+_LLG_TOKENIZER = llg.LLTokenizer(llg.TokenizerWrapper(_ByteTokenizer()))
+# xgrammar would read "<eos>" as text that a grammar may match; an empty token is special to it.
+_XGR_COMPILER = xgr.GrammarCompiler(xgr.TokenizerInfo([*BYTES[:EOS], b""], stop_token_ids=[EOS]))
+
+
+def llguidance_accepts(spec: str, text: str) -> bool:
+    matcher = llg.LLMatcher(_LLG_TOKENIZER, spec, log_level=0)
+    return bool(matcher.consume_tokens(list(text.encode()))) and not matcher.is_error() and matcher.is_accepting()
+
+
+def xgrammar_accepts(compiled: object, text: str) -> bool:
+    matcher = xgr.GrammarMatcher(compiled)
+    return all(matcher.accept_token(b) for b in text.encode()) and matcher.accept_token(EOS)
+
+
+def engines(g: Grammar) -> dict[str, object]:
+    lark = llg.grammar_from("lark", g.to_lark())
+    assert llg.LLMatcher.validate_grammar(lark) == ""
+    out = {"llguidance": lambda t: llguidance_accepts(lark, t)}
+    compiled = _XGR_COMPILER.compile_grammar(g.to_gbnf())
+    out["xgrammar"] = lambda t: xgrammar_accepts(compiled, t)
+    try:
+        regex = llg.grammar_from("regex", g.to_regex())
+    except GrammarNotRegular:
+        pass
+    else:
+        out["regex"] = lambda t: llguidance_accepts(regex, t)
+    return out
+
+
+@pytest.mark.parametrize(("feature", "params", "good", "bad"), CASES, ids=[c[0] for c in CASES])
+def test_engines_agree_on_schema_features(feature: str, params: dict, good: list[str], bad: list[str]) -> None:
+    g = build_grammar(get_family("qwen2.5"), one_tool(params), "required")
+    for name, accepts in engines(g).items():
+        for args in good:
+            assert matches(g, call(args)) and accepts(call(args)), f"{name} should accept {args}"  # type: ignore[operator]
+        for args in bad:
+            assert not accepts(call(args)), f"{name} should reject {args}"  # type: ignore[operator]
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "chatml", "llama3", "mistral", "gemma"])
+@pytest.mark.parametrize("choice", ["auto", "required", "none", "get_customer"])
+def test_engines_agree_on_every_family_and_choice(family: str, choice: str) -> None:
+    fam = get_family(family)
+    g = build_grammar(fam, [CUSTOMER, *one_tool({"type": "object", "properties": {}})], choice)
+    body = '{"name": "get_customer", "' + fam.args_key + '": {"customer_id": "c1"}}'
+    texts = [
+        {"<tool_call>": f"<tool_call>\n{body}\n</tool_call>", "[TOOL_CALLS]": f"[TOOL_CALLS] [{body}]"}.get(fam.call_start, body),
+        "The plan is pro.",
+        f"Let me call {fam.call_start} now",
+        "",
+        body[:-1],
+    ]
+    for name, accepts in engines(g).items():
+        for text in texts:
+            assert accepts(text) == matches(g, text), f"{name} disagrees with the grammar on {text!r}"  # type: ignore[operator]
+
+
+def test_lark_and_regex_snapshots() -> None:
+    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "required", parallel_tool_calls=False)
+    assert g.to_lark() == (
+        "start: r_root\n"
+        "r_root: r_calls\n"
+        "r_calls: r_call r_calls_close\n"
+        'r_call: "<tool_call>\\n" r_tool_call "\\n</tool_call>" | r_tool_call\n'
+        'r_calls_close: ("\\n")?\n'
+        "r_tool_call: r_call_get_customer\n"
+        'r_call_get_customer: "{\\"name\\": \\"get_customer\\", \\"arguments\\": " r_get_customer_args "}"\n'
+        'r_get_customer_args: "{\\"customer_id\\": " r_get_customer_args_customer_id "}"\n'
+        "r_get_customer_args_customer_id: r_json_string\n"
+        'r_json_string: "\\"" (r_json_char)* "\\""\n'
+        'r_json_char: /[^\\x{22}\\x{5C}\\x{0}-\\x{1F}]/ | "\\\\" (/[\\x{22}\\x{5C}\\x{2F}bfnrt]/ | "u" (/[0-9a-fA-F]/){4,4})\n'
+    )
+    g = build_grammar(get_family("llama3"), one_tool({"type": "object", "properties": {"n": {"enum": [1, 2]}}}), "required",
+                      parallel_tool_calls=False)
+    assert g.to_regex() == (
+        r"(?:(?:(?:(?:(?:\x{7B}\x{22}name\x{22}\x{3A}\x{20}\x{22}f\x{22}\x{2C}\x{20}\x{22}parameters\x{22}\x{3A}\x{20}"
+        r"(?:\x{7B}(?:(?:\x{22}n\x{22}\x{3A}\x{20}(?:(?:1|2)))?)\x{7D})\x{7D})))(?:(?:\x{A})?)))"
+    )
+
+
+def test_recursive_grammar_is_not_regular() -> None:
+    g = build_grammar(get_family("qwen2.5"), one_tool({"type": "object", "properties": {"d": {"type": "object"}}}), "required")
+    with pytest.raises(GrammarNotRegular, match="json-value"):
+        g.to_regex()
