@@ -87,7 +87,7 @@ def main() -> None:
         if engine not in (None, "gbnf"):
             model.backend.engine_name = engine  # type: ignore[attr-defined]
         return model.chat(PROMPT, tools, tool_choice="required", constrained=engine is not None, max_tokens=128,
-                          retry_repeat_penalty=None)
+                          retry_repeat_penalties=())
 
     for _, backend, engine in modes:  # warm-up: weights paged in, prompt cached, engines built
         run(backend, engine)

@@ -56,7 +56,7 @@ class StepTrace:
     latency: float = 0.0
     prompt_seconds: float = 0.0
     decode_seconds: float = 0.0
-    #: 2 when a call cut by max_tokens was generated again with a repeat penalty.
+    #: More than 1 when a call cut by max_tokens was generated again with a repeat penalty.
     attempts: int = 1
     raw: str = ""
     calls: list[CallTrace] = field(default_factory=list)

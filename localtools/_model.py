@@ -37,7 +37,7 @@ class ChatResult:
     prompt_seconds: float = 0.0
     decode_seconds: float = 0.0
     latency: float = 0.0
-    #: Generations this turn took: 2 when a call cut by ``max_tokens`` was retried with a repeat penalty.
+    #: Generations this turn took: more than 1 when a call cut by ``max_tokens`` was retried with a repeat penalty.
     attempts: int = 1
 
     def message(self) -> dict[str, Any]:
@@ -132,15 +132,16 @@ class Model:
         top_p: float = 1.0,
         seed: int | None = None,
         repeat_penalty: float = 1.0,
-        retry_repeat_penalty: float | None = 1.1,
+        retry_repeat_penalties: Sequence[float] = (1.1, 1.3),
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
         ``repeat_penalty`` penalises tokens this reply already produced (never the prompt, so copying
         argument values from the question is not penalised). When ``max_tokens`` cuts a call, the
-        model was almost always looping (a repeated array item, string or call under greedy
-        decoding), so the turn is generated once more with ``retry_repeat_penalty`` (``None``
-        disables the retry). Raises ``GenerationTruncated`` when ``max_tokens`` still cuts a call,
+        model was almost always looping or rambling (a repeated array item, sentence or call under
+        greedy decoding), so the turn is generated again with each of ``retry_repeat_penalties``
+        in turn until one ends (``()`` disables the retries). Raises ``GenerationTruncated`` when
+        ``max_tokens`` still cuts a call,
         ``ToolCallParseError`` when free output holds a call that does not parse.
         """
         specs = _specs(tools)
@@ -151,9 +152,7 @@ class Model:
         }:
             raise LocalToolsError(f"tool_choice names {tool_choice!r}, which is not among the tools")
         started = time.perf_counter()
-        penalties = [repeat_penalty]
-        if retry_repeat_penalty is not None and retry_repeat_penalty != repeat_penalty:
-            penalties.append(retry_repeat_penalty)
+        penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
         for penalty in penalties:
             attempts += 1

@@ -62,7 +62,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="transformers: cpu, cuda or auto (default auto: CUDA when torch sees one)")
     p.add_argument("--dtype", help="transformers: auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--engine", choices=["llguidance", "xgrammar", "outlines_core"],
-                   help="transformers: the grammar mask engine (default llguidance)")
+                   help="transformers: the grammar mask engine (default xgrammar)")
 
 
 def _tool_args(p: argparse.ArgumentParser) -> None:

@@ -128,11 +128,11 @@ def test_parse_errors_are_retried_then_give_up() -> None:
 
 def test_truncated_call_is_an_error_fed_back() -> None:
     long_call = tc("get_customer", customer_id="cust-1001")
-    # Each turn is tried twice (the second time with a repeat penalty) before it counts as a failure.
-    a, backend = agent([long_call] * 4, [get_customer], max_tokens=20, max_retries=1)
+    # Each turn is tried three times (then with repeat penalties 1.1 and 1.3) before it counts as a failure.
+    a, backend = agent([long_call] * 6, [get_customer], max_tokens=20, max_retries=1)
     with pytest.raises(RetryLimitExceeded, match="max_tokens=20"):
         a.run("plan?")
-    assert backend.repeat_penalties == [1.0, 1.1, 1.0, 1.1]
+    assert backend.repeat_penalties == [1.0, 1.1, 1.3] * 2
 
 
 def test_cut_call_is_retried_once_with_a_repeat_penalty() -> None:
@@ -147,7 +147,7 @@ def test_cut_call_is_retried_once_with_a_repeat_penalty() -> None:
     # With the retry off, the cut call is the typed error at once.
     model = Model(ScriptedBackend([looping]), family="qwen2.5")
     with pytest.raises(GenerationTruncated) as info:
-        model.chat([{"role": "user", "content": "plan?"}], [get_customer], max_tokens=cap, retry_repeat_penalty=None)
+        model.chat([{"role": "user", "content": "plan?"}], [get_customer], max_tokens=cap, retry_repeat_penalties=())
     assert info.value.raw == looping[:cap]
 
 

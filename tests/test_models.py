@@ -127,7 +127,7 @@ def test_gguf_metadata_picks_families(qwen: Model, smollm: Model) -> None:
 def test_max_tokens_cut_call_is_typed_error(models: Models, backend: str) -> None:
     with pytest.raises(localtools.GenerationTruncated):
         models("qwen2.5-coder-0.5b", backend).chat([{"role": "user", "content": "Plan of cust-1001?"}], [get_customer],
-                                                   tool_choice="required", max_tokens=5, retry_repeat_penalty=None)
+                                                   tool_choice="required", max_tokens=5, retry_repeat_penalties=())
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -26,7 +26,7 @@ INSTALL_HINT = "pip install torch==2.13.0 'localtools[transformers]'  (pin torch
 
 #: Mask engines reachable through outlines. The default was picked by measurement (BENCHMARKS.md).
 ENGINES = ("llguidance", "xgrammar", "outlines_core")
-DEFAULT_ENGINE = "llguidance"
+DEFAULT_ENGINE = "xgrammar"
 
 
 def _import() -> tuple[Any, Any]:
@@ -91,6 +91,17 @@ class _Engine:
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
         return proc
+
+    @staticmethod
+    def check(processor: Any) -> None:
+        """Raise when the engine gave up on the grammar.
+
+        llguidance then masks everything but end-of-sequence, which would look like an empty
+        answer; a typed error says what happened instead.
+        """
+        for matcher in getattr(processor, "ll_matchers", None) or ():
+            if matcher.is_error():
+                raise LocalToolsError(f"the llguidance engine failed on this grammar: {matcher.get_error().splitlines()[0]}")
 
 
 class TransformersBackend:
@@ -237,6 +248,7 @@ class TransformersBackend:
                     logits[0, seen] = torch.where(picked > 0, picked / repeat_penalty, picked * repeat_penalty)
                 if processor is not None:
                     logits = processor(ids, logits)
+                    self.engine.check(processor)
                 token = self._pick(torch, logits[0], temperature, top_p, generator)
                 if not out:
                     first = time.perf_counter()
