@@ -22,7 +22,7 @@ from ._errors import (
     UnknownToolError,
 )
 from ._families import Family, families, get_family
-from ._load import load
+from ._load import BACKENDS, load
 from ._model import ChatResult, Model
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
@@ -32,6 +32,7 @@ from .backends.scripted import ScriptedBackend
 __version__ = "0.1.0"
 
 __all__ = [
+    "BACKENDS",
     "DESTRUCTIVE",
     "Agent",
     "AgentError",

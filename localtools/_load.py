@@ -36,9 +36,6 @@ def load(
     """
     if backend not in BACKENDS:
         raise LocalToolsError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
-    path, entry = resolve_model(model or default_model(), download=download)
-    if entry is not None and backend not in entry.backends:
-        raise LocalToolsError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
     module_name, _, cls_name = BACKENDS[backend].partition(":")
     cls = getattr(importlib.import_module(module_name), cls_name)
     accepted = inspect.signature(cls).parameters
@@ -49,4 +46,7 @@ def load(
             raise LocalToolsError(
                 f"the {backend} backend takes no option {', '.join(unknown)}; its options: {', '.join(options)}"
             )
+    path, entry = resolve_model(model or default_model(), download=download)
+    if entry is not None and backend not in entry.backends:
+        raise LocalToolsError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
     return Model(cls(path, **backend_options), family=family or (entry.family if entry else None), template=template)

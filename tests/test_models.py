@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 
 import jsonschema
@@ -171,3 +172,28 @@ def test_gemma_base_model_makes_valid_calls_under_the_grammar(models: Models, la
                         parallel_tool_calls=False, max_tokens=256)
     assert len(result.tool_calls) == 1, result.raw
     assert_valid(result, tools)
+
+
+def test_transformers_loads_a_hugging_face_directory(models: Models, tmp_path) -> None:
+    import transformers
+
+    from localtools.backends.transformers import TransformersBackend
+
+    from_gguf = models("smollm2-135m", "transformers")
+    # A GGUF-loaded model refuses save_pretrained (it counts as quantized): copy its weights into
+    # a plain model of the same config to make the Hugging Face directory a user would have.
+    source = from_gguf.backend.model  # type: ignore[attr-defined]
+    config = copy.deepcopy(source.config)
+    config.__dict__.pop("quantization_config", None)
+    plain = transformers.AutoModelForCausalLM.from_config(config)
+    plain.load_state_dict(source.state_dict())
+    plain.save_pretrained(tmp_path)
+    from_gguf.backend.tokenizer.save_pretrained(tmp_path)  # type: ignore[attr-defined]
+    hf = Model(TransformersBackend(tmp_path))
+    assert hf.family.name == "chatml" and hf.backend.metadata["general.architecture"] == "llama"
+    messages = [{"role": "user", "content": "Plan of cust-1001? <|im_end|>"}]
+    prompt = from_gguf.render(messages, [get_customer])
+    assert hf.render(messages, [get_customer]) == prompt
+    assert hf.backend.tokenize(prompt) == from_gguf.backend.tokenize(prompt)
+    result = hf.chat(messages, [get_customer], tool_choice="get_customer", max_tokens=64)
+    assert [c.name for c in result.tool_calls][:1] == ["get_customer"]

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._grammar import Grammar
 from .._prompt import Prompt
 
-__all__ = ["Backend", "Generation"]
+__all__ = ["Backend", "Generation", "cut_at_stop"]
 
 
 @dataclass
@@ -23,6 +23,12 @@ class Generation:
     prompt_seconds: float = 0.0
     #: Time for the remaining tokens.
     decode_seconds: float = 0.0
+
+
+def cut_at_stop(text: str, stop: Sequence[str]) -> str | None:
+    """``text`` up to the earliest stop string, or ``None`` when no stop string occurs."""
+    hit = min((text.find(s) for s in stop if s in text), default=-1)
+    return text[:hit] if hit >= 0 else None
 
 
 @runtime_checkable

@@ -14,7 +14,7 @@ from .._errors import BackendNotInstalled, ModelError
 from .._gguf import read_metadata
 from .._grammar import Grammar
 from .._prompt import Prompt
-from ._base import Generation
+from ._base import Generation, cut_at_stop
 
 __all__ = ["LlamaCppBackend"]
 
@@ -54,12 +54,12 @@ class LlamaCppBackend:
         seed: int = 0,
         **llama_kwargs: Any,
     ) -> None:
+        llama_cpp = _import()
         path = Path(path)
         if not path.is_file():
             raise ModelError(f"no GGUF file at {path}")
         self.path = path
         self.metadata = read_metadata(path)
-        llama_cpp = _import()
         unknown = sorted(set(llama_kwargs) - set(inspect.signature(llama_cpp.Llama).parameters))
         if unknown:
             raise ModelError(f"llama_cpp.Llama takes no option {', '.join(unknown)} (is it meant for another backend?)")
@@ -133,9 +133,9 @@ class LlamaCppBackend:
             out.append(token)
             if stop:
                 text = self.llm.detokenize(out, prev_tokens=prompt_ids).decode("utf-8", errors="ignore")
-                hit = min((text.find(s) for s in stop if s in text), default=-1)
-                if hit >= 0:
-                    text, finish = text[:hit], "stop"
+                cut = cut_at_stop(text, stop)
+                if cut is not None:
+                    text, finish = cut, "stop"
                     break
             if len(out) >= max_tokens:
                 break

@@ -18,7 +18,7 @@ from .._errors import BackendNotInstalled, LocalToolsError, ModelError
 from .._gguf import read_metadata
 from .._grammar import Grammar, GrammarNotRegular
 from .._prompt import Prompt
-from ._base import Generation
+from ._base import Generation, cut_at_stop
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend"]
 
@@ -260,9 +260,9 @@ class TransformersBackend:
                 ids = torch.cat([ids, step_input], dim=1)
                 if stop:
                     text = self.tokenizer.decode(out, skip_special_tokens=True)
-                    hit = min((text.find(s) for s in stop if s in text), default=-1)
-                    if hit >= 0:
-                        text, finish = text[:hit], "stop"
+                    cut = cut_at_stop(text, stop)
+                    if cut is not None:
+                        text, finish = cut, "stop"
                         break
         end = time.perf_counter()
         if finish != "stop" or not stop:

@@ -1,0 +1,52 @@
+"""Backend loading without weights: install hints, option checks, catalog backends."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+import localtools
+from localtools import BackendNotInstalled, LocalToolsError
+from localtools._catalog import catalog
+
+
+@pytest.mark.parametrize(("module", "backend", "hint"), [
+    ("llama_cpp", "localtools.backends.llama_cpp", "localtools[llama-cpp]"),
+    ("torch", "localtools.backends.transformers", "localtools[transformers]"),
+])
+def test_missing_extra_names_the_pip_line(monkeypatch: pytest.MonkeyPatch, tmp_path, module: str, backend: str,
+                                          hint: str) -> None:
+    monkeypatch.setitem(sys.modules, module, None)  # makes `import module` fail
+    fake = tmp_path / "m.gguf"
+    fake.write_bytes(b"GGUF")
+    cls = {"localtools.backends.llama_cpp": "LlamaCppBackend", "localtools.backends.transformers": "TransformersBackend"}[backend]
+    backend_cls = getattr(__import__(backend, fromlist=[cls]), cls)
+    with pytest.raises(BackendNotInstalled, match=rf"pip install .*{hint.replace('[', '.').replace(']', '.')}"):
+        backend_cls(fake)
+
+
+def test_every_catalog_model_lists_known_backends() -> None:
+    for entry in catalog().values():
+        assert entry.backends and set(entry.backends) <= set(localtools.BACKENDS), entry
+
+
+def test_load_refuses_an_option_the_backend_does_not_take() -> None:
+    from localtools.backends.transformers import TransformersBackend
+
+    with pytest.raises(LocalToolsError, match="takes no option n_gpu_layers; its options: device, dtype, engine, seed"):
+        localtools.load("smollm2-135m", backend="transformers", download=False, n_gpu_layers=-1)
+    with pytest.raises(LocalToolsError, match="unknown mask engine 'fast'"):
+        TransformersBackend("x.gguf", engine="fast")
+
+
+def test_load_refuses_an_unknown_backend() -> None:
+    with pytest.raises(LocalToolsError, match="unknown backend 'vllm'; available: llama-cpp, transformers"):
+        localtools.load("smollm2-135m", backend="vllm")
+
+
+def test_cut_at_stop_takes_the_earliest_stop_string() -> None:
+    from localtools.backends._base import cut_at_stop
+
+    assert cut_at_stop("answer<|im_end|>junk<|endoftext|>", ["<|endoftext|>", "<|im_end|>"]) == "answer"
+    assert cut_at_stop("no stop here", ["<|im_end|>"]) is None
