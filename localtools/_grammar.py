@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Alt", "Any_", "Chars", "Expr", "Grammar", "GrammarNotRegular", "Lit", "Ref", "Repeat", "Seq", "alt", "parse_gbnf", "seq"]
+__all__ = [
+    "Alt", "Any_", "Chars", "Expr", "Grammar", "GrammarNotRegular", "Lit", "Ref", "Repeat", "Seq", "Text",
+    "alt", "parse_gbnf", "seq",
+]
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,21 @@ class Any_:
 
 
 @dataclass(frozen=True)
+class Text:
+    """A non-empty text answer that can never be mistaken for a call.
+
+    It never contains ``marker``, does not open with whitespace, a control character or a
+    backtick, and does not open with any string in ``avoid`` (the opening of a bare JSON call to a
+    known tool, such as ``{"name": "get_customer"``). Other text that opens with "{" (a model
+    echoing a JSON tool result, say) stays text. GBNF and the matcher get it as rules (one per
+    automaton state); Lark gets it as one terminal, which llguidance's Earley parser needs.
+    """
+
+    marker: str
+    avoid: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Seq:
     items: tuple[Expr, ...]
 
@@ -53,7 +72,7 @@ class Repeat:
     max: int | None = None
 
 
-Expr = Lit | Ref | Chars | Any_ | Seq | Alt | Repeat
+Expr = Lit | Ref | Chars | Any_ | Text | Seq | Alt | Repeat
 
 
 def seq(*items: Expr) -> Expr:
@@ -123,9 +142,34 @@ class Grammar:
             stack.extend(_refs(self.rules[name]))
         return seen
 
+    def lowered(self) -> Grammar:
+        """This grammar with every ``Text`` node spelled out as plain rules."""
+        if not any(_has_text(e) for e in self.rules.values()):
+            return self
+        g = Grammar(dict(self.rules), self.root)
+        expansions: dict[Text, Expr] = {}
+
+        def lower(e: Expr) -> Expr:
+            if isinstance(e, Text):
+                if e not in expansions:
+                    expansions[e] = _expand_text(g, e)
+                return expansions[e]
+            if isinstance(e, Seq):
+                return seq(*(lower(i) for i in e.items))
+            if isinstance(e, Alt):
+                return alt(*(lower(i) for i in e.options))
+            if isinstance(e, Repeat):
+                return Repeat(lower(e.item), e.min, e.max)
+            return e
+
+        for name in list(self.rules):
+            g.rules[name] = lower(self.rules[name])
+        return g
+
     def to_gbnf(self) -> str:
         """llama.cpp's GBNF, reachable rules only, root first."""
-        return "\n".join(f"{name} ::= {_gbnf(self.rules[name], top=True)}" for name in self.reachable()) + "\n"
+        g = self.lowered()
+        return "\n".join(f"{name} ::= {_gbnf(g.rules[name], top=True)}" for name in g.reachable()) + "\n"
 
     def to_lark(self) -> str:
         """Lark as llguidance reads it: ``start`` first, rule names made Lark-safe."""
@@ -138,8 +182,10 @@ class Grammar:
                 i += 1
                 candidate = f"{base}_{i}"
             safe[name] = candidate
+        terminals: dict[Text, str] = {}
         lines = [f"start: {safe[self.root]}"]
-        lines += [f"{safe[name]}: {_lark(self.rules[name], safe, top=True)}" for name in names]
+        lines += [f"{safe[name]}: {_lark(self.rules[name], safe, terminals, top=True)}" for name in names]
+        lines += [f"{name}: {_text_terminal(text)}" for text, name in terminals.items()]
         return "\n".join(lines) + "\n"
 
     def to_regex(self) -> str:
@@ -148,7 +194,8 @@ class Grammar:
         Raises ``GrammarNotRegular`` when a rule refers to itself (free-form JSON values, recursive
         ``$ref`` schemas): those need a CFG engine.
         """
-        return _regex(Ref(self.root), self.rules, ())
+        g = self.lowered()
+        return _regex(Ref(g.root), g.rules, ())
 
 
 class GrammarNotRegular(ValueError):
@@ -253,7 +300,9 @@ def _regex_repeat(inner: str, lo: int, hi: int | None) -> str:
     return f"{inner}{{{lo},{'' if hi is None else hi}}}"
 
 
-def _lark(e: Expr, names: dict[str, str], top: bool = False) -> str:
+def _lark(e: Expr, names: dict[str, str], terminals: dict[Text, str], top: bool = False) -> str:
+    if isinstance(e, Text):
+        return terminals.setdefault(e, f"TEXT_{len(terminals) + 1}")
     if isinstance(e, Lit):
         return json.dumps(e.text, ensure_ascii=False) if e.text else '""'
     if isinstance(e, Ref):
@@ -263,13 +312,13 @@ def _lark(e: Expr, names: dict[str, str], top: bool = False) -> str:
     if isinstance(e, Any_):
         return "/(?s:.)/"
     if isinstance(e, Seq):
-        body = " ".join(_lark(it, names) for it in e.items)
+        body = " ".join(_lark(it, names, terminals) for it in e.items)
         return body if top else f"({body})"
     if isinstance(e, Alt):
-        body = " | ".join(_lark(it, names, top=True) for it in e.options)
+        body = " | ".join(_lark(it, names, terminals, top=True) for it in e.options)
         return body if top else f"({body})"
     if isinstance(e, Repeat):
-        return _regex_repeat(f"({_lark(e.item, names, top=True)})", e.min, e.max)
+        return _regex_repeat(f"({_lark(e.item, names, terminals, top=True)})", e.min, e.max)
     raise TypeError(e)
 
 
@@ -291,6 +340,97 @@ def _regex(e: Expr, rules: dict[str, Expr], stack: tuple[str, ...]) -> str:
     if isinstance(e, Repeat):
         return _regex_repeat(f"(?:{_regex(e.item, rules, stack)})", e.min, e.max)
     raise TypeError(e)
+
+
+def _has_text(e: Expr) -> bool:
+    if isinstance(e, Text):
+        return True
+    if isinstance(e, Seq):
+        return any(_has_text(i) for i in e.items)
+    if isinstance(e, Alt):
+        return any(_has_text(i) for i in e.options)
+    if isinstance(e, Repeat):
+        return _has_text(e.item)
+    return False
+
+
+def _text_terminal(text: Text) -> str:
+    # llguidance terminals take & (and) and ~ (not): one lexeme instead of a rule per character.
+    def lit(s: str) -> str:
+        return "".join(_regex_char(ch) for ch in s)
+
+    parts = ["/(?s:.+)/", "~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/"]
+    if text.marker:
+        parts.append(f"~/(?s:.*){lit(text.marker)}(?s:.*)/")
+    if text.avoid:
+        parts.append(f"~/(?:{'|'.join(lit(a) for a in text.avoid)})(?s:.*)/")
+    return " & ".join(parts)
+
+
+def _class_escape(chars: str) -> str:
+    return "".join("\\" + c if c in "]\\^-[" else c for c in chars)
+
+
+def _kmp(marker: str) -> Callable[[int, str], int]:
+    """The KMP step for ``marker``: (state, char) -> state, where ``len(marker)`` means found."""
+    m = len(marker)
+    fail = [0] * (m + 1)
+    for i in range(1, m):
+        k = fail[i]
+        while k and marker[i] != marker[k]:
+            k = fail[k]
+        fail[i + 1] = k + 1 if marker[i] == marker[k] else 0
+
+    def step(state: int, ch: str) -> int:
+        while state and marker[state] != ch:
+            state = fail[state]
+        return state + 1 if marker[state] == ch else 0
+
+    return step
+
+
+def _text_edges(marker: str, state: int, exclude: set[str], extra_class: str = "") -> list[Expr]:
+    """Moves out of KMP ``state`` on every character but ``exclude`` (and ``extra_class``)."""
+    step = _kmp(marker)
+    special = sorted({ch for ch in marker if step(state, ch) != 0} - exclude)
+    options: list[Expr] = [seq(Chars("^" + _class_escape("".join(sorted(set(special) | exclude))) + extra_class), Ref("text-0"))]
+    for ch in special:
+        nxt = step(state, ch)
+        if nxt < len(marker):  # reaching len(marker) would complete the marker
+            options.append(seq(Lit(ch), Ref(f"text-{nxt}")))
+    return options
+
+
+def _expand_text(g: Grammar, text: Text) -> Expr:
+    """Rules for a ``Text`` node: one per KMP state of the marker, plus a trie over ``avoid``."""
+    marker, avoid = text.marker, text.avoid
+    step = _kmp(marker)
+    for state in range(len(marker)):
+        g.add(f"text-{state}", Repeat(alt(*_text_edges(marker, state, set())), 0, 1))
+    # A trie over the openings to avoid, tracking the marker's KMP state as it goes: leaving it
+    # early is free text; completing an opening (or the marker) is impossible.
+    nodes: dict[str, Ref] = {}
+
+    def node(prefix: str, state: int) -> Expr:
+        if prefix in nodes:
+            return nodes[prefix]
+        ref = g.add(g.unique_name("text-open"), Lit(""))
+        nodes[prefix] = ref
+        children = sorted({a[len(prefix)] for a in avoid if a.startswith(prefix) and len(a) > len(prefix)})
+        g.rules[ref.name] = Repeat(alt(*_text_edges(marker, state, set(children)), *branches(prefix, state, children)), 0, 1)
+        return ref
+
+    def branches(prefix: str, state: int, chars: list[str]) -> list[Expr]:
+        out: list[Expr] = []
+        for ch in chars:
+            nxt = step(state, ch)
+            if nxt < len(marker) and prefix + ch not in avoid:
+                out.append(seq(Lit(ch), node(prefix + ch, nxt)))
+        return out
+
+    openers = sorted({a[0] for a in avoid})
+    first = _text_edges(marker, 0, {*openers, "`"}, "\\x00-\\x20")
+    return alt(*first, *branches("", 0, openers))
 
 
 # -- reading GBNF ----------------------------------------------------------------------------------
@@ -430,6 +570,7 @@ def _class_match(body: str, ch: str) -> bool:
 
 def matches(grammar: Grammar, text: str) -> bool:
     """Whether ``text`` is in the language of ``grammar`` (a set-of-positions matcher)."""
+    grammar = grammar.lowered()
     memo: dict[tuple[int, int], frozenset[int]] = {}
 
     def run(e: Expr, pos: int) -> frozenset[int]:

@@ -81,8 +81,13 @@ def test_engines_agree_on_every_family_and_choice(family: str, choice: str) -> N
         {"<tool_call>": f"<tool_call>\n{body}\n</tool_call>", "[TOOL_CALLS]": f"[TOOL_CALLS] [{body}]"}.get(fam.call_start, body),
         "The plan is pro.",
         f"Let me call {fam.call_start} now",
+        f"Almost {fam.call_start[:-1]} but not quite\nand a second line",
         "",
+        " leading space",
+        "`code` first",
+        '{"name": "Ada", "plan": "pro"}',
         body[:-1],
+        body[:20] + " and then prose",
     ]
     for name, accepts in engines(g).items():
         for text in texts:
@@ -91,6 +96,11 @@ def test_engines_agree_on_every_family_and_choice(family: str, choice: str) -> N
 
 def test_lark_and_regex_snapshots() -> None:
     g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "required", parallel_tool_calls=False)
+    # Free text is one llguidance terminal: & (and) and ~ (not) over regexes.
+    assert build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto").to_lark().endswith(
+        "TEXT_1: /(?s:.+)/ & ~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/ & ~/(?s:.*)\\x{3C}tool\\x{5F}call\\x{3E}(?s:.*)/ & "
+        "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer\\x{22})(?s:.*)/\n"
+    )
     assert g.to_lark() == (
         "start: r_root\n"
         "r_root: r_calls\n"

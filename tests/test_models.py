@@ -197,3 +197,20 @@ def test_transformers_loads_a_hugging_face_directory(models: Models, tmp_path) -
     assert hf.backend.tokenize(prompt) == from_gguf.backend.tokenize(prompt)
     result = hf.chat(messages, [get_customer], tool_choice="get_customer", max_tokens=64)
     assert [c.name for c in result.tool_calls][:1] == ["get_customer"]
+
+
+@pytest.mark.parametrize("engine", ["llguidance", "xgrammar"])
+def test_each_cfg_engine_answers_or_calls_on_qwen(models: Models, engine: str) -> None:
+    from localtools.backends.transformers import DEFAULT_ENGINE
+
+    qwen = models("qwen2.5-coder-0.5b", "transformers")
+    backend = qwen.backend
+    backend.engine_name = engine  # type: ignore[attr-defined]
+    try:
+        messages = [{"role": "user", "content": "What subscription plan is customer cust-1001 using?"}]
+        none = qwen.chat(messages, [get_customer], tool_choice="none", max_tokens=32)
+        assert none.content and not none.tool_calls
+        auto = qwen.chat(messages, [get_customer], tool_choice="auto", max_tokens=64)
+        assert [(c.name, c.arguments) for c in auto.tool_calls] == [("get_customer", {"customer_id": "cust-1001"})]
+    finally:
+        backend.engine_name = DEFAULT_ENGINE  # type: ignore[attr-defined]
