@@ -159,12 +159,15 @@ class SchemaGrammar:
         return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
 
     def _object(self, schema: dict[str, Any], name: str) -> Expr:
-        props: dict[str, Any] = schema.get("properties") or {}
+        props: dict[str, Any] = dict(schema.get("properties") or {})
         required = set(schema.get("required") or [])
-        missing = required - set(props)
-        if missing:
-            raise UnsupportedSchema(f"{name}: required keys {sorted(missing)} have no schema under 'properties'")
         extra = schema.get("additionalProperties")
+        missing = [k for k in schema.get("required") or [] if k not in props]
+        if missing:
+            if extra is False:
+                raise UnsupportedSchema(f"{name}: required keys {missing} are not in 'properties' and no other keys are allowed")
+            # Required but undescribed keys must be present; any JSON value will do (BFCL has these).
+            props.update({k: extra if isinstance(extra, dict) else {} for k in missing})
         if not props:
             # An explicit empty "properties" means "no arguments" in tool specs; only an
             # additionalProperties schema (or a bare {"type": "object"}) opens a free-form dict.

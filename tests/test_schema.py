@@ -161,3 +161,16 @@ def test_decorator_options_and_async() -> None:
         """Delete a file."""
 
     assert delete.destructive and delete.is_async and delete.timeout == 2 and delete.tags == {"write", "destructive"}
+
+
+def test_required_keys_without_a_schema_take_any_value() -> None:
+    from localtools import get_family
+    from localtools._constraints import build_grammar
+    from localtools._grammar import matches
+
+    params = {"type": "object", "properties": {"where": {"type": "string"}},
+              "required": ["where", "population"]}
+    tools = [{"type": "function", "function": {"name": "f", "description": "", "parameters": params}}]
+    g = build_grammar(get_family("llama3"), tools, "required")
+    assert matches(g, '{"name": "f", "parameters": {"where": "LA", "population": {"adults": 2}}}')
+    assert not matches(g, '{"name": "f", "parameters": {"where": "LA"}}')
