@@ -17,6 +17,7 @@ EPILOG = """examples:
   localtools run "Plan of cust-1001?" --tools ./my_tools.py:get_customer --trace trace.jsonl
   localtools render "What time is it?" --tools localtools.examples:ALL --family qwen2.5
   localtools models pull qwen2.5-coder-0.5b
+  localtools bench --bfcl --category simple_python --category irrelevance --sample 20 --json bench.json
 """
 
 
@@ -105,6 +106,27 @@ def _build_parser() -> argparse.ArgumentParser:
     render.add_argument("--what", choices=["both", "prompt", "grammar"], default="both")
 
     sub.add_parser("templates", help="list model families and their files")
+
+    bench = sub.add_parser(
+        "bench", help="constrained vs free decoding on BFCL-format cases",
+        description="Score every mode (model x backend x free/constrained x tool_choice) on the same BFCL-format "
+        "cases with our own checker: AST accuracy, valid-call rate, latency p50/p95, time to first token, tokens/s "
+        "and the grammar's overhead per generated token against free decoding of the same model and backend.")
+    source = bench.add_mutually_exclusive_group()
+    source.add_argument("--bfcl", action="store_true", help="BFCL v4 data from the bfcl-eval wheel (default; fetched once, "
+                        "without its dependencies)")
+    source.add_argument("--data", metavar="DIR", help="a folder in BFCL format (BFCL_v4_<category>.json + possible_answer/)")
+    bench.add_argument("--category", action="append", metavar="C",
+                       help="simple_python, multiple, parallel, parallel_multiple, irrelevance (repeatable; default all five)")
+    bench.add_argument("--sample", type=int, default=40, metavar="N", help="cases per category, evenly spread (default 40)")
+    bench.add_argument("--seed", type=int, default=0, help="shifts which cases the even spread picks (default 0)")
+    bench.add_argument("--model", "-m", action="append", help="catalog name or .gguf path (repeatable; default: the default model)")
+    bench.add_argument("--backend", action="append", choices=["llama-cpp", "transformers"],
+                       help="repeatable; default llama-cpp")
+    bench.add_argument("--mode", action="append", choices=["free", "constrained"], help="repeatable; default both")
+    bench.add_argument("--tool-choice", action="append", choices=["auto", "required"], help="repeatable; default auto")
+    bench.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
+    bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
 
     models = sub.add_parser("models", help="list or download catalog models")
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
@@ -236,9 +258,53 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+    from rich.table import Table
+
+    from ._bench import Mode, run_bench, summarize, write_json
+    from ._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample
+    from ._catalog import default_model
+    from ._load import load
+
+    folder = args.data or bfcl_data_dir()
+    categories = args.category or list(CATEGORIES)
+    cases = [c for cat in categories for c in sample(load_cases(folder, cat), args.sample, args.seed)]
+    names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
+    modes = [Mode(name, backend, decoding == "constrained", choice)
+             for name in names for backend in backends
+             for choice in (args.tool_choice or ["auto"]) for decoding in (args.mode or ["free", "constrained"])]
+    models = {(name, backend): load(name, backend=backend) for name in names for backend in backends}
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  transient=True) as bar:
+        task = bar.add_task("bench", total=len(cases) * len(modes))
+        results = run_bench(models, modes, cases, max_tokens=args.max_tokens,
+                            on_result=lambda r: bar.update(task, advance=1, description=f"{r.mode} {r.case_id}"))
+    rows = summarize(results, modes)
+    table = Table(title=f"{len(cases)} cases from {folder}")
+    for column in ("mode", "category", "cases", "accuracy", "valid", "p50 s", "p95 s", "ttft s", "tok/s", "grammar ratio"):
+        table.add_column(column, justify="left" if column in ("mode", "category") else "right")
+    for row in rows:
+        ratio = row.get("grammar_overhead_ratio")
+        table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}", f"{row['valid_rate']:.1%}",
+                      f"{row['latency_p50']:.2f}", f"{row['latency_p95']:.2f}", f"{row['ttft_p50']:.2f}",
+                      f"{row['generated_tokens_per_s']:.1f}", f"{ratio:.2f}" if ratio else "")
+    console = Console()
+    # Piped output would be squeezed to 80 columns; a log file has room for the whole table.
+    (console if console.is_terminal else Console(width=180)).print(table)
+    if args.json:
+        meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
+                "max_tokens": args.max_tokens, "modes": [m.label for m in modes]}
+        write_json(args.json, rows, results, meta)
+        print(f"wrote {args.json}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
-    handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models}
+    handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models,
+                "bench": _cmd_bench}
     try:
         return handlers[args.command](args)
     except LocalToolsError as exc:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 
 import jsonschema
@@ -214,3 +215,20 @@ def test_each_cfg_engine_answers_or_calls_on_qwen(models: Models, engine: str) -
         assert [(c.name, c.arguments) for c in auto.tool_calls] == [("get_customer", {"customer_id": "cust-1001"})]
     finally:
         backend.engine_name = DEFAULT_ENGINE  # type: ignore[attr-defined]
+
+
+def test_bench_small_real_run_on_smollm(tmp_path) -> None:
+    from localtools._bfcl import CATEGORIES
+    from localtools.cli import main
+
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--bfcl", "--model", "smollm2-135m", "--sample", "3", "--max-tokens", "128", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert len(report["cases"]) == len(CATEGORIES) * 3 * 2
+    rows = {(r["mode"], r["category"]): r for r in report["summary"]}
+    constrained = rows["smollm2-135m llama-cpp constrained auto", "all"]
+    # Under the grammar every reply parses and every call validates, or the cut is reported.
+    assert all(c["valid"] or c["reason"].startswith("GenerationTruncated") for c in report["cases"]
+               if c["mode"].endswith("constrained auto"))
+    assert constrained["grammar_overhead_ratio"] > 0 and constrained["generated_tokens_per_s"] > 0
+    assert all(0 <= r["accuracy"] <= 1 and 0 <= r["valid_rate"] <= 1 for r in report["summary"])

@@ -1,0 +1,173 @@
+"""Constrained vs free decoding on BFCL-format cases: accuracy, validity and speed per mode.
+
+One run covers every (model, backend, decoding, tool_choice) mode on the same cases, so the
+ratios between modes come from one process on one machine.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+
+from ._bfcl import Case
+from ._checker import check_calls
+from ._errors import GenerationTruncated, LocalToolsError, ToolCallParseError
+from ._model import Model
+
+__all__ = ["CaseResult", "Mode", "run_bench", "summarize", "write_json"]
+
+
+@dataclass(frozen=True)
+class Mode:
+    """One way of answering: a loaded model, free or constrained decoding, a tool_choice."""
+
+    model: str
+    backend: str
+    constrained: bool
+    tool_choice: str = "auto"
+
+    @property
+    def label(self) -> str:
+        decoding = "constrained" if self.constrained else "free"
+        return f"{self.model} {self.backend} {decoding} {self.tool_choice}"
+
+
+@dataclass
+class CaseResult:
+    mode: str
+    category: str
+    case_id: str
+    #: The calls match the possible answer (for irrelevance: no call).
+    correct: bool
+    #: The reply parsed and every call names a given tool with arguments that validate.
+    valid: bool
+    calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    reason: str = ""
+    latency: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_seconds: float = 0.0
+    decode_seconds: float = 0.0
+
+
+def _validate(calls: list[tuple[str, dict[str, Any]]], case: Case) -> str:
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+    for name, arguments in calls:
+        if name not in schemas:
+            return f"unknown tool {name!r}"
+        try:
+            jsonschema.validate(arguments, schemas[name])
+        except jsonschema.ValidationError as exc:
+            return f"{name}: {exc.message}"
+    return ""
+
+
+def run_one(model: Model, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
+    result = CaseResult(mode=mode.label, category=case.category, case_id=case.id, correct=False, valid=False)
+    try:
+        reply = model.chat(case.messages, case.tools, tool_choice=mode.tool_choice, constrained=mode.constrained,
+                           max_tokens=max_tokens)
+    except (ToolCallParseError, GenerationTruncated) as exc:
+        result.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        return result
+    result.latency, result.prompt_tokens = reply.latency, reply.prompt_tokens
+    result.completion_tokens, result.prompt_seconds, result.decode_seconds = (
+        reply.completion_tokens, reply.prompt_seconds, reply.decode_seconds)
+    result.calls = [(c.name, c.arguments) for c in reply.tool_calls]
+    problem = _validate(result.calls, case)
+    result.valid = not problem
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+    verdict = check_calls(result.calls, case.expected, schemas)
+    result.correct, result.reason = verdict.ok, problem or verdict.reason
+    return result
+
+
+def run_bench(
+    models: dict[tuple[str, str], Model],
+    modes: Sequence[Mode],
+    cases: Iterable[Case],
+    *,
+    max_tokens: int = 256,
+    on_result: Callable[[CaseResult], None] | None = None,
+) -> list[CaseResult]:
+    """Every mode on every case; modes alternate per case so machine noise hits all of them.
+
+    The order of modes rotates from case to case: modes on one backend share its prompt cache, so
+    whichever runs first on a case pays the prompt processing, and each mode is first as often.
+    """
+    out = []
+    for index, case in enumerate(cases):
+        shift = index % len(modes) if modes else 0
+        for mode in [*modes[shift:], *modes[:shift]]:
+            model = models.get((mode.model, mode.backend))
+            if model is None:
+                raise LocalToolsError(f"no loaded model for {mode.model} on {mode.backend}")
+            result = run_one(model, mode, case, max_tokens)
+            out.append(result)
+            if on_result:
+                on_result(result)
+    return out
+
+
+def _percentile(values: list[float], q: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _seconds_per_token(rows: list[CaseResult]) -> float | None:
+    # Decode only: the first token carries prompt processing.
+    tokens = sum(max(r.completion_tokens - 1, 0) for r in rows)
+    seconds = sum(r.decode_seconds for r in rows)
+    return seconds / tokens if tokens and seconds else None
+
+
+def summarize(results: list[CaseResult], modes: Sequence[Mode]) -> list[dict[str, Any]]:
+    """One row per (mode, category) plus an "all" row per mode."""
+    by_label = {m.label: m for m in modes}
+    rows: list[dict[str, Any]] = []
+    for label in by_label:
+        mine = [r for r in results if r.mode == label]
+        for category in [*sorted({r.category for r in mine}), "all"]:
+            group = [r for r in mine if category in ("all", r.category)]
+            if not group:
+                continue
+            answered = [r for r in group if r.completion_tokens]
+            spt = _seconds_per_token(group)
+            prompt_s = sum(r.prompt_seconds for r in answered)
+            rows.append({
+                "mode": label,
+                "category": category,
+                "cases": len(group),
+                "accuracy": sum(r.correct for r in group) / len(group),
+                "valid_rate": sum(r.valid for r in group) / len(group),
+                "latency_p50": statistics.median([r.latency for r in answered]) if answered else 0.0,
+                "latency_p95": _percentile([r.latency for r in answered], 0.95),
+                "ttft_p50": statistics.median([r.prompt_seconds for r in answered]) if answered else 0.0,
+                "prompt_tokens_per_s": sum(r.prompt_tokens for r in answered) / prompt_s if prompt_s else 0.0,
+                "generated_tokens_per_s": 1 / spt if spt else 0.0,
+                "seconds_per_token": spt or 0.0,
+            })
+    # Grammar overhead: each constrained mode against the free mode of the same model and backend.
+    free = {(m.model, m.backend, m.tool_choice): m.label for m in modes if not m.constrained}
+    spt_of: dict[tuple[str, str], float] = {(r["mode"], r["category"]): r["seconds_per_token"] for r in rows}
+    for row in rows:
+        mode = by_label[row["mode"]]
+        base = free.get((mode.model, mode.backend, mode.tool_choice))
+        ref = spt_of.get((base, row["category"])) if base else None
+        if mode.constrained and ref and row["seconds_per_token"]:
+            row["grammar_overhead_ms_per_token"] = (row["seconds_per_token"] - ref) * 1000
+            row["grammar_overhead_ratio"] = row["seconds_per_token"] / ref
+    return rows
+
+
+def write_json(path: str | Path, rows: list[dict[str, Any]], results: list[CaseResult], meta: dict[str, Any]) -> None:
+    Path(path).write_text(json.dumps({"meta": meta, "summary": rows, "cases": [asdict(r) for r in results]}, indent=1),
+                          encoding="utf-8")
