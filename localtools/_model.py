@@ -141,8 +141,8 @@ class Model:
         model was almost always looping or rambling (a repeated array item, sentence or call under
         greedy decoding), so the turn is generated again with each of ``retry_repeat_penalties``
         in turn until one ends (``()`` disables the retries). Raises ``GenerationTruncated`` when
-        ``max_tokens`` still cuts a call,
-        ``ToolCallParseError`` when free output holds a call that does not parse.
+        ``max_tokens`` still cuts a call, ``ToolCallParseError`` when free output holds a call that
+        does not parse.
         """
         specs = _specs(tools)
         prompt = self.render(messages, specs)

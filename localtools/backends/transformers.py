@@ -10,7 +10,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +24,15 @@ __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend"]
 
 INSTALL_HINT = "pip install torch==2.13.0 'localtools[transformers]'  (pin torch on CPU: a bare torch pulls a multi-GB CUDA build)"
 
-#: Mask engines reachable through outlines. The default was picked by measurement (BENCHMARKS.md).
-ENGINES = ("llguidance", "xgrammar", "outlines_core")
+#: Mask engines reachable through outlines, one record each: the outlines backend class, how our
+#: grammar is rendered for it, and whether it takes a CFG or only a regex. The default was picked
+#: by measurement (BENCHMARKS.md).
+_ENGINES: dict[str, tuple[str, Callable[[Grammar], str], bool]] = {
+    "llguidance": ("LLGuidanceBackend", Grammar.to_lark, True),
+    "xgrammar": ("XGrammarBackend", Grammar.to_gbnf, True),
+    "outlines_core": ("OutlinesCoreBackend", Grammar.to_regex, False),
+}
+ENGINES = tuple(_ENGINES)
 DEFAULT_ENGINE = "xgrammar"
 
 
@@ -38,53 +45,43 @@ def _import() -> tuple[Any, Any]:
     return torch, transformers
 
 
-def _render(grammar: Grammar, engine: str) -> str:
-    if engine == "llguidance":
-        return grammar.to_lark()
-    if engine == "xgrammar":
-        return grammar.to_gbnf()
-    return grammar.to_regex()
+def _check_engine(name: str) -> None:
+    if name not in _ENGINES:
+        raise LocalToolsError(f"unknown mask engine {name!r}; expected one of {', '.join(ENGINES)}")
 
 
 class _Engine:
     """One outlines backend (its tokenizer index is built once) and a cache of compiled grammars."""
 
     def __init__(self, name: str, hf_model: Any, tokenizer: Any, cache_size: int = 32) -> None:
-        if name not in ENGINES:
-            raise LocalToolsError(f"unknown mask engine {name!r}; expected one of {', '.join(ENGINES)}")
+        _check_engine(name)
+        class_name, self._render, self._cfg = _ENGINES[name]
         try:
             import outlines
             from outlines import backends
         except ImportError as exc:
             raise BackendNotInstalled(f"constrained decoding on transformers needs outlines: {INSTALL_HINT}") from exc
         model = outlines.from_transformers(hf_model, tokenizer)
-        classes = {"llguidance": "LLGuidanceBackend", "xgrammar": "XGrammarBackend", "outlines_core": "OutlinesCoreBackend"}
         try:
-            self.backend = getattr(backends, classes[name])(model)
+            self.backend = getattr(backends, class_name)(model)
         except ImportError as exc:
             raise BackendNotInstalled(f"the {name} mask engine is not installed: pip install {name}") from exc
         self.name = name
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._size = cache_size
-        #: Seconds spent compiling grammars not found in the cache (benchmarks read this).
-        self.compile_seconds = 0.0
 
     def processor(self, grammar: Grammar) -> Any:
         try:
-            source = _render(grammar, self.name)
+            source = self._render(grammar)
         except GrammarNotRegular as exc:
             raise LocalToolsError(
-                f"the outlines_core engine takes regular grammars only and this one recurses ({exc}); "
+                f"the {self.name} engine takes regular grammars only and this one recurses ({exc}); "
                 "use engine='llguidance' or 'xgrammar'"
             ) from exc
         proc = self._cache.pop(source, None)
         if proc is None:
-            started = time.perf_counter()
-            if self.name == "outlines_core":
-                proc = self.backend.get_regex_logits_processor(source)
-            else:
-                proc = self.backend.get_cfg_logits_processor(source)
-            self.compile_seconds += time.perf_counter() - started
+            make = self.backend.get_cfg_logits_processor if self._cfg else self.backend.get_regex_logits_processor
+            proc = make(source)
         else:
             proc.reset()
         self._cache[source] = proc
@@ -125,8 +122,7 @@ class TransformersBackend:
         engine: str = DEFAULT_ENGINE,
         seed: int = 0,
     ) -> None:
-        if engine not in ENGINES:
-            raise LocalToolsError(f"unknown mask engine {engine!r}; expected one of {', '.join(ENGINES)}")
+        _check_engine(engine)
         torch, transformers = _import()
         path = Path(path)
         if path.is_file():
