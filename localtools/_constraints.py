@@ -80,12 +80,24 @@ def build_grammar(
     if tool_choice == "required":
         g.add("root", calls)
     else:
-        opening = _literal_before(fam.rules["tool-call"], _NAME)
-        avoid = [opening + json.dumps(t["function"]["name"]) for t in tools] if opening else []
-        g.add("root", alt(calls, Text(family.call_start, tuple(avoid))))
+        avoid = _call_openings(_literal_before(fam.rules["tool-call"], _NAME))
+        g.add("root", alt(calls, Text(family.call_start, avoid)))
     # Rules that render as "" (calls-open for Hermes, say) are inlined away for readability.
     _inline_empty(g)
     return g
+
+
+def _call_openings(opening: str) -> tuple[str, ...]:
+    """How a text answer may not open, given the literal before the tool name in a bare call.
+
+    ``{"name"`` is a call whatever name follows, and so is ``{`` then whitespace: that is how small
+    models pretty-print a call to a tool that does not exist. Kept out of the text branch, such an
+    opening can only go on as a real call, which names a given tool.
+    """
+    if not opening:
+        return ()
+    head = opening.split(":")[0].rstrip()
+    return (head, *(head[0] + ws for ws in " \n\t\r")) if head.startswith("{") else (head,)
 
 
 def _literal_before(e: Expr, placeholder: str) -> str:

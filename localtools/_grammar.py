@@ -45,9 +45,9 @@ class Text:
     """A non-empty text answer that can never be mistaken for a call.
 
     It never contains ``marker``, does not open with whitespace, a control character or a
-    backtick, and does not open with any string in ``avoid`` (the opening of a bare JSON call to a
-    known tool, such as ``{"name": "get_customer"``). Other text that opens with "{" (a model
-    echoing a JSON tool result, say) stays text. GBNF and the matcher get it as rules (one per
+    backtick, and does not open with any string in ``avoid`` (the ways a bare JSON call opens, such
+    as ``{"name"``). Other text that opens with "{" (a model echoing a JSON tool result, say)
+    stays text. GBNF and the matcher get it as rules (one per
     automaton state); Lark gets it as one terminal, which llguidance's Earley parser needs.
     """
 
@@ -367,8 +367,13 @@ def _text_terminal(text: Text) -> str:
     return " & ".join(parts)
 
 
+_CONTROL_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
 def _class_escape(chars: str) -> str:
-    return "".join("\\" + c if c in "]\\^-[" else c for c in chars)
+    # GBNF engines refuse a raw newline inside a class; control characters go escaped.
+    return "".join("\\" + c if c in "]\\^-[" else _CONTROL_ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x20 else c)
+                   for c in chars)
 
 
 def _kmp(marker: str) -> Callable[[int, str], int]:

@@ -18,6 +18,7 @@ _ALNUM = string.ascii_letters + string.digits
 _FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
 _DECODER = json.JSONDecoder()
 # A JSON object that opens like a call: left over only when it did not parse.
+_BARE_OPENING = re.compile(r'\{\s*"name"')
 _CALL_LIKE = re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters)"\s*:')
 
 
@@ -167,9 +168,9 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True) -> ParsedRe
                 raise ToolCallParseError(f"{start} is not followed by calls", raw)
             calls += found
             text = text[:idx] + rest[used:]
-    # Constrained replies that open with "{" are calls in bare JSON form (the grammar allows no
-    # plain text to open that way), so they are read as calls under strict parsing too.
-    if tolerant or text.lstrip().startswith("{"):
+    # A constrained reply that opens like a bare call is one: the grammar's text branch may not open
+    # with '{"name"' or "{" and whitespace. Other text that opens with "{" (an echoed JSON result) is text.
+    if tolerant or _BARE_OPENING.match(text):
         more, text = _scan_json(text, family, raw)
         calls += more
     content = re.sub(r"\n{3,}", "\n\n", text).strip()

@@ -35,6 +35,12 @@ def test_strict_parse_keeps_fenced_json_as_text() -> None:
     assert reply.tool_calls == [] and "```json" in reply.content
 
 
+def test_strict_parse_reads_json_text_as_text() -> None:
+    # The grammar's text branch may open with "{" but not like a call; such text is an answer.
+    reply = parse_reply('{"plan": "pro", "name": "Ada"}', get_family("qwen2.5"), tolerant=False)
+    assert reply.tool_calls == [] and reply.content == '{"plan": "pro", "name": "Ada"}'
+
+
 def test_plain_text_and_json_that_is_not_a_call() -> None:
     reply = parse_reply('The record is {"plan": "pro"}.', get_family("qwen2.5"))
     assert reply.tool_calls == [] and reply.content == 'The record is {"plan": "pro"}.'
