@@ -1,7 +1,7 @@
 """Constrained vs free decoding on BFCL-format cases: accuracy, validity and speed per mode.
 
-One run covers every (model, backend, decoding, tool_choice) mode on the same cases, so the
-ratios between modes come from one process on one machine.
+One run covers every (model, backend, decoding, tool_choice) mode, and any peers, on the same
+cases, so the ratios between modes come from one process on one machine.
 """
 
 from __future__ import annotations
@@ -19,21 +19,26 @@ from ._bfcl import Case
 from ._checker import check_calls
 from ._errors import GenerationTruncated, LocalToolsError, ToolCallParseError
 from ._model import Model
+from ._peers import Peer, calls_from_message
 
 __all__ = ["CaseResult", "Mode", "run_bench", "summarize", "write_json"]
 
 
 @dataclass(frozen=True)
 class Mode:
-    """One way of answering: a loaded model, free or constrained decoding, a tool_choice."""
+    """One way of answering: a loaded model, free or constrained decoding, a tool_choice; or a peer
+    (``backend`` is then the peer's name, and decoding is whatever the peer does)."""
 
     model: str
     backend: str
     constrained: bool
     tool_choice: str = "auto"
+    peer: bool = False
 
     @property
     def label(self) -> str:
+        if self.peer:
+            return f"{self.model} {self.backend} {self.tool_choice}"
         decoding = "constrained" if self.constrained else "free"
         return f"{self.model} {self.backend} {decoding} {self.tool_choice}"
 
@@ -52,8 +57,9 @@ class CaseResult:
     latency: float = 0.0
     prompt_tokens: int = 0
     completion_tokens: int = 0
-    prompt_seconds: float = 0.0
-    decode_seconds: float = 0.0
+    #: ``None`` where a peer does not report them.
+    prompt_seconds: float | None = None
+    decode_seconds: float | None = None
 
 
 def _validate(calls: list[tuple[str, dict[str, Any]]], case: Case) -> str:
@@ -68,8 +74,35 @@ def _validate(calls: list[tuple[str, dict[str, Any]]], case: Case) -> str:
     return ""
 
 
-def run_one(model: Model, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
+def _score(result: CaseResult, case: Case, problem: str) -> CaseResult:
+    problem = problem or _validate(result.calls, case)
+    result.valid = not problem
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+    verdict = check_calls(result.calls, case.expected, schemas)
+    result.correct, result.reason = verdict.ok and not problem, problem or verdict.reason
+    return result
+
+
+def _run_peer(peer: Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
     result = CaseResult(mode=mode.label, category=case.category, case_id=case.id, correct=False, valid=False)
+    reply = peer.chat(case.messages, case.tools, tool_choice=mode.tool_choice, max_tokens=max_tokens)
+    result.latency, result.prompt_tokens, result.completion_tokens = reply.latency, reply.prompt_tokens, reply.completion_tokens
+    result.prompt_seconds, result.decode_seconds = reply.prompt_seconds, reply.decode_seconds
+    if reply.error:
+        result.reason = reply.error
+        return result
+    result.calls, problem = calls_from_message(reply.message)
+    return _score(result, case, problem)
+
+
+def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
+    if not isinstance(model, Model):
+        return _run_peer(model, mode, case, max_tokens)
+    result = CaseResult(mode=mode.label, category=case.category, case_id=case.id, correct=False, valid=False)
+    # Modes share a backend's prompt cache; each must pay for its own prompt for the times to compare.
+    drop = getattr(model.backend, "drop_prompt_cache", None)
+    if drop is not None:
+        drop()
     try:
         reply = model.chat(case.messages, case.tools, tool_choice=mode.tool_choice, constrained=mode.constrained,
                            max_tokens=max_tokens)
@@ -80,27 +113,19 @@ def run_one(model: Model, mode: Mode, case: Case, max_tokens: int) -> CaseResult
     result.completion_tokens, result.prompt_seconds, result.decode_seconds = (
         reply.completion_tokens, reply.prompt_seconds, reply.decode_seconds)
     result.calls = [(c.name, c.arguments) for c in reply.tool_calls]
-    problem = _validate(result.calls, case)
-    result.valid = not problem
-    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
-    verdict = check_calls(result.calls, case.expected, schemas)
-    result.correct, result.reason = verdict.ok, problem or verdict.reason
-    return result
+    return _score(result, case, "")
 
 
 def run_bench(
-    models: dict[tuple[str, str], Model],
+    models: dict[tuple[str, str], Model | Peer],
     modes: Sequence[Mode],
     cases: Iterable[Case],
     *,
     max_tokens: int = 256,
     on_result: Callable[[CaseResult], None] | None = None,
 ) -> list[CaseResult]:
-    """Every mode on every case; modes alternate per case so machine noise hits all of them.
-
-    The order of modes rotates from case to case: modes on one backend share its prompt cache, so
-    whichever runs first on a case pays the prompt processing, and each mode is first as often.
-    """
+    """Every mode on every case. The order of modes rotates from case to case, so slow spells of a
+    noisy machine fall on every mode alike; each reply starts from an empty prompt cache."""
     out = []
     for index, case in enumerate(cases):
         shift = index % len(modes) if modes else 0
@@ -115,6 +140,10 @@ def run_bench(
     return out
 
 
+def _share(flags: list[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None
+
+
 def _percentile(values: list[float], q: float) -> float:
     if not values:
         return 0.0
@@ -124,8 +153,9 @@ def _percentile(values: list[float], q: float) -> float:
 
 def _seconds_per_token(rows: list[CaseResult]) -> float | None:
     # Decode only: the first token carries prompt processing.
-    tokens = sum(max(r.completion_tokens - 1, 0) for r in rows)
-    seconds = sum(r.decode_seconds for r in rows)
+    timed = [r for r in rows if r.decode_seconds is not None]
+    tokens = sum(max(r.completion_tokens - 1, 0) for r in timed)
+    seconds = sum(r.decode_seconds or 0.0 for r in timed)
     return seconds / tokens if tokens and seconds else None
 
 
@@ -135,29 +165,34 @@ def summarize(results: list[CaseResult], modes: Sequence[Mode]) -> list[dict[str
     rows: list[dict[str, Any]] = []
     for label in by_label:
         mine = [r for r in results if r.mode == label]
-        for category in [*sorted({r.category for r in mine}), "all"]:
+        for category in [*dict.fromkeys(r.category for r in mine), "all"]:
             group = [r for r in mine if category in ("all", r.category)]
             if not group:
                 continue
             answered = [r for r in group if r.completion_tokens]
+            timed = [r for r in answered if r.prompt_seconds is not None]
             spt = _seconds_per_token(group)
-            prompt_s = sum(r.prompt_seconds for r in answered)
+            prompt_s = sum(r.prompt_seconds or 0.0 for r in timed)
+            calls_expected = [r for r in group if r.category != "irrelevance"]
             rows.append({
                 "mode": label,
                 "category": category,
                 "cases": len(group),
                 "accuracy": sum(r.correct for r in group) / len(group),
+                # Parsed, and every call (if any) names a given tool with arguments that validate.
                 "valid_rate": sum(r.valid for r in group) / len(group),
-                "latency_p50": statistics.median([r.latency for r in answered]) if answered else 0.0,
-                "latency_p95": _percentile([r.latency for r in answered], 0.95),
-                "ttft_p50": statistics.median([r.prompt_seconds for r in answered]) if answered else 0.0,
-                "prompt_tokens_per_s": sum(r.prompt_tokens for r in answered) / prompt_s if prompt_s else 0.0,
-                "generated_tokens_per_s": 1 / spt if spt else 0.0,
-                "seconds_per_token": spt or 0.0,
+                "irrelevance_accuracy": _share([r.correct for r in group if r.category == "irrelevance"]),
+                "call_accuracy": _share([r.correct for r in calls_expected]),
+                "latency_p50": statistics.median([r.latency for r in answered]) if answered else None,
+                "latency_p95": _percentile([r.latency for r in answered], 0.95) if answered else None,
+                "ttft_p50": statistics.median([r.prompt_seconds or 0.0 for r in timed]) if timed else None,
+                "prompt_tokens_per_s": sum(r.prompt_tokens for r in timed) / prompt_s if prompt_s else None,
+                "generated_tokens_per_s": 1 / spt if spt else None,
+                "seconds_per_token": spt,
             })
     # Grammar overhead: each constrained mode against the free mode of the same model and backend.
-    free = {(m.model, m.backend, m.tool_choice): m.label for m in modes if not m.constrained}
-    spt_of: dict[tuple[str, str], float] = {(r["mode"], r["category"]): r["seconds_per_token"] for r in rows}
+    free = {(m.model, m.backend, m.tool_choice): m.label for m in modes if not m.constrained and not m.peer}
+    spt_of: dict[tuple[str, str], float | None] = {(r["mode"], r["category"]): r["seconds_per_token"] for r in rows}
     for row in rows:
         mode = by_label[row["mode"]]
         base = free.get((mode.model, mode.backend, mode.tool_choice))

@@ -11,7 +11,7 @@ import json
 import random
 import tempfile
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,15 @@ class Case:
     tools: list[dict[str, Any]]
     #: Expected calls, ``[{name: {param: [allowed, ...]}}]``; ``[]`` means no call.
     expected: list[dict[str, Any]]
+
+    def with_system(self, text: str) -> Case:
+        """The same case with ``text`` as its system message (before any system message it has)."""
+        messages = [dict(m) for m in self.messages]
+        if messages and messages[0].get("role") == "system":
+            messages[0]["content"] = f"{text}\n\n{messages[0].get('content') or ''}"
+        else:
+            messages.insert(0, {"role": "system", "content": text})
+        return replace(self, messages=messages)
 
 
 def to_json_schema(schema: Any) -> Any:

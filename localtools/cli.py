@@ -18,6 +18,7 @@ EPILOG = """examples:
   localtools render "What time is it?" --tools localtools.examples:ALL --family qwen2.5
   localtools models pull qwen2.5-coder-0.5b
   localtools bench --bfcl --category simple_python --category irrelevance --sample 20 --json bench.json
+  localtools bench --sample 40 --peer llama-cpp-python --peer openai:http://127.0.0.1:8080/v1 --plot bench.png
 """
 
 
@@ -125,8 +126,18 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="repeatable; default llama-cpp")
     bench.add_argument("--mode", action="append", choices=["free", "constrained"], help="repeatable; default both")
     bench.add_argument("--tool-choice", action="append", choices=["auto", "required"], help="repeatable; default auto")
+    bench.add_argument("--peer", action="append", default=[], metavar="llama-cpp-python|openai:URL[#MODEL]",
+                       help="repeatable. llama-cpp-python: its own chatml-function-calling handler on each --model, in "
+                       "process. openai:URL: any OpenAI-compatible server (llama-server --jinja, Ollama, vLLM, localtools "
+                       "serve), scored strictly on the tool_calls it returns; #MODEL names the model to ask for "
+                       "(default: the first in its /models)")
+    bench.add_argument("--peers-only", action="store_true", help="run only the peers, not localtools' own modes")
+    bench.add_argument("--system", metavar="TEXT", help="a system message for every case and every mode (BFCL's "
+                       "questions have none; llama-cpp-python's handler lists the tools only inside one)")
     bench.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
+    bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
+                       "(needs matplotlib)")
 
     models = sub.add_parser("models", help="list or download catalog models")
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
@@ -258,6 +269,33 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str]) -> tuple[dict[tuple[str, str], Any], list[Any]]:
+    from ._bench import Mode
+    from ._catalog import resolve_model
+    from ._peers import LlamaCppPythonPeer, OpenAIPeer, parse_peer
+
+    peers: list[Any] = []
+    for spec in args.peer:
+        kind, url, model = parse_peer(spec)
+        if kind == "openai":
+            peers.append(OpenAIPeer(url, model=model))
+        else:
+            peers += [LlamaCppPythonPeer(resolve_model(name)[0], model=name) for name in names]
+    loaded, modes = {}, []
+    for peer in peers:
+        loaded[peer.model, peer.name] = peer
+        for choice in choices:
+            if choice in peer.tool_choices:
+                modes.append(Mode(peer.model, peer.name, False, choice, peer=True))
+            else:
+                print(f"note: {peer.name} has no tool_choice {choice!r}; skipped for it", file=sys.stderr)
+    return loaded, modes
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "–" if value is None else format(value, spec)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -268,14 +306,28 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from ._catalog import default_model
     from ._load import load
 
+    if args.peers_only and not args.peer:
+        raise LocalToolsError("--peers-only needs at least one --peer")
+    if args.plot:
+        from ._plot import plot_summary, pyplot
+
+        pyplot()  # a missing matplotlib fails now, not after the run
     folder = args.data or bfcl_data_dir()
     categories = args.category or list(CATEGORIES)
     cases = [c for cat in categories for c in sample(load_cases(folder, cat), args.sample, args.seed)]
+    if args.system:
+        cases = [c.with_system(args.system) for c in cases]
     names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
-    modes = [Mode(name, backend, decoding == "constrained", choice)
-             for name in names for backend in backends
-             for choice in (args.tool_choice or ["auto"]) for decoding in (args.mode or ["free", "constrained"])]
-    models = {(name, backend): load(name, backend=backend) for name in names for backend in backends}
+    choices = args.tool_choice or ["auto"]
+    modes = [] if args.peers_only else [
+        Mode(name, backend, decoding == "constrained", choice)
+        for name in names for backend in backends
+        for choice in choices for decoding in (args.mode or ["free", "constrained"])]
+    models: dict[tuple[str, str], Any] = {} if args.peers_only else {
+        (name, backend): load(name, backend=backend) for name in names for backend in backends}
+    peers, peer_modes = _bench_peers(args, names, choices)
+    models.update(peers)
+    modes += peer_modes
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   transient=True) as bar:
         task = bar.add_task("bench", total=len(cases) * len(modes))
@@ -286,18 +338,20 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     for column in ("mode", "category", "cases", "accuracy", "valid", "p50 s", "p95 s", "ttft s", "tok/s", "grammar ratio"):
         table.add_column(column, justify="left" if column in ("mode", "category") else "right")
     for row in rows:
-        ratio = row.get("grammar_overhead_ratio")
         table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}", f"{row['valid_rate']:.1%}",
-                      f"{row['latency_p50']:.2f}", f"{row['latency_p95']:.2f}", f"{row['ttft_p50']:.2f}",
-                      f"{row['generated_tokens_per_s']:.1f}", f"{ratio:.2f}" if ratio else "")
+                      _fmt(row["latency_p50"], ".2f"), _fmt(row["latency_p95"], ".2f"), _fmt(row["ttft_p50"], ".2f"),
+                      _fmt(row["generated_tokens_per_s"], ".1f"), _fmt(row.get("grammar_overhead_ratio"), ".2f"))
     console = Console()
     # Piped output would be squeezed to 80 columns; a log file has room for the whole table.
-    (console if console.is_terminal else Console(width=180)).print(table)
+    (console if console.is_terminal else Console(width=200)).print(table)
     if args.json:
         meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
-                "max_tokens": args.max_tokens, "modes": [m.label for m in modes]}
+                "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes]}
         write_json(args.json, rows, results, meta)
         print(f"wrote {args.json}")
+    if args.plot:
+        plot_summary(rows, args.plot, title=f"{len(cases)} BFCL-format cases, {args.sample} per category")
+        print(f"wrote {args.plot}")
     return 0
 
 

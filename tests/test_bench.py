@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 import re
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -84,3 +88,111 @@ def test_cli_bench_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     summary = {(r["mode"], r["category"]): r for r in report["summary"]}
     assert summary["fake llama-cpp constrained auto", "irrelevance"]["accuracy"] == 1.0
     assert "fake llama-cpp constrained auto" in capsys.readouterr().out
+
+
+def test_cli_bench_draws_the_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localtools import _load
+    from localtools.cli import main
+
+    monkeypatch.setattr(_load, "load", lambda name, backend: scripted_model())
+    png = tmp_path / "bench.png"
+    assert main(["bench", "--data", str(_folder(tmp_path)), "--category", "simple_python", "--category", "irrelevance",
+                 "--model", "fake", "--plot", str(png)]) == 0
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 10_000
+
+
+def test_plot_needs_matplotlib_before_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    import sys
+
+    from localtools import _load
+    from localtools.cli import main
+
+    loads: list[str] = []
+    monkeypatch.setattr(_load, "load", lambda name, backend: loads.append(name) or scripted_model())
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
+    code = main(["bench", "--data", str(_folder(tmp_path)), "--category", "irrelevance", "--model", "fake",
+                 "--plot", str(tmp_path / "x.png")])
+    assert code == 2 and loads == []
+    assert "pip install 'localtools[bench]'" in capsys.readouterr().err
+
+
+@pytest.fixture
+def openai_server() -> Iterator[str]:
+    server = subprocess.Popen([sys.executable, str(Path(__file__).with_name("openai_fixture_server.py"))],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert server.stdout is not None
+        port = int(server.stdout.readline())
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.kill()
+        server.wait()
+
+
+def test_openai_peer_is_scored_on_tool_calls_only(tmp_path: Path, openai_server: str) -> None:
+    from localtools.cli import main
+
+    out = tmp_path / "peer.json"
+    assert main(["bench", "--data", str(_folder(tmp_path)), "--category", "simple_python", "--category", "irrelevance",
+                 "--peers-only", "--peer", f"openai:{openai_server}", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    label = f"fixture-model openai:{openai_server} auto"
+    assert report["meta"]["modes"] == [label]
+    cases = {c["case_id"]: c for c in report["cases"]}
+    # side 0 and 3: tool_calls with the right argument; side 1: the call only as fenced JSON in content.
+    assert cases["simple_python_0"]["correct"] and cases["simple_python_3"]["correct"]
+    assert not cases["simple_python_1"]["correct"] and cases["simple_python_1"]["valid"]
+    assert cases["simple_python_1"]["calls"] == []
+    assert not cases["simple_python_2"]["valid"] and "arguments are not JSON" in cases["simple_python_2"]["reason"]
+    assert cases["irrelevance_0"]["correct"]
+    assert not cases["irrelevance_1"]["correct"] and cases["irrelevance_1"]["reason"].startswith("HTTP 500")
+    rows = {r["category"]: r for r in report["summary"]}
+    assert rows["simple_python"]["accuracy"] == 0.5 and rows["simple_python"]["valid_rate"] == 0.75
+    assert rows["all"]["irrelevance_accuracy"] == 0.5 and rows["all"]["call_accuracy"] == 0.5
+    # Only side 3 came with llama-server's timings: 200 ms of prompt, 900 ms for 9 tokens after the first.
+    assert rows["simple_python"]["ttft_p50"] == pytest.approx(0.2)
+    assert rows["simple_python"]["seconds_per_token"] == pytest.approx(0.1)
+
+
+def test_openai_peer_without_a_server_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli import main
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    code = main(["bench", "--data", str(_folder(tmp_path)), "--category", "irrelevance", "--peers-only",
+                 "--peer", f"openai:http://127.0.0.1:{port}/v1"])
+    assert code == 2
+    assert f"no OpenAI-compatible server answers at http://127.0.0.1:{port}/v1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("spec", ["openai:localhost:8080", "vllm", "llama-cpp"])
+def test_bad_peer_spec_is_named(spec: str) -> None:
+    from localtools._errors import LocalToolsError
+    from localtools._peers import parse_peer
+
+    with pytest.raises(LocalToolsError, match=re.escape(f"--peer {spec!r}")):
+        parse_peer(spec)
+
+
+def test_each_reply_starts_from_an_empty_prompt_cache(tmp_path: Path) -> None:
+    class CachingBackend(ScriptedBackend):
+        drops = 0
+
+        def drop_prompt_cache(self) -> None:
+            CachingBackend.drops += 1
+
+    folder = _folder(tmp_path)
+    model = Model(CachingBackend([reply] * 100), family="qwen2.5")
+    modes = [Mode("m", "scripted", False), Mode("m", "scripted", True)]
+    results = run_bench({("m", "scripted"): model}, modes, load_cases(folder, "simple_python"))
+    assert CachingBackend.drops == len(results) == 8
+
+
+def test_system_message_goes_to_every_case(tmp_path: Path) -> None:
+    case = load_cases(_folder(tmp_path), "irrelevance")[0]
+    assert case.with_system("Be brief.").messages == [{"role": "system", "content": "Be brief."}, *case.messages]
+    twice = case.with_system("B").with_system("A")
+    assert twice.messages[0] == {"role": "system", "content": "A\n\nB"} and case.messages[0]["role"] == "user"

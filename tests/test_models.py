@@ -221,11 +221,16 @@ def test_bench_small_real_run_on_smollm(tmp_path) -> None:
     from localtools._bfcl import CATEGORIES
     from localtools.cli import main
 
-    out = tmp_path / "bench.json"
-    assert main(["bench", "--bfcl", "--model", "smollm2-135m", "--sample", "3", "--max-tokens", "128", "--json", str(out)]) == 0
+    out, png = tmp_path / "bench.json", tmp_path / "bench.png"
+    assert main(["bench", "--bfcl", "--model", "smollm2-135m", "--sample", "3", "--max-tokens", "128",
+                 "--peer", "llama-cpp-python", "--json", str(out), "--plot", str(png)]) == 0
     report = json.loads(out.read_text())
-    assert len(report["cases"]) == len(CATEGORIES) * 3 * 2
+    assert len(report["cases"]) == len(CATEGORIES) * 3 * 3
+    assert png.read_bytes().startswith(b"\x89PNG")
     rows = {(r["mode"], r["category"]): r for r in report["summary"]}
+    # The peer is llama-cpp-python's own handler on the same GGUF, timed by llama.cpp's counters.
+    peer = rows["smollm2-135m llama-cpp-python auto", "all"]
+    assert peer["cases"] == len(CATEGORIES) * 3 and peer["ttft_p50"] > 0 and "grammar_overhead_ratio" not in peer
     constrained = rows["smollm2-135m llama-cpp constrained auto", "all"]
     # Under the grammar every reply parses and every call validates, or the cut is reported.
     assert all(c["valid"] or c["reason"].startswith("GenerationTruncated") for c in report["cases"]

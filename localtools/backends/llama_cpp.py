@@ -84,6 +84,14 @@ class LlamaCppBackend:
             return ""
         return self.llm.detokenize([token_id], special=True).decode("utf-8", errors="replace")
 
+    def drop_prompt_cache(self) -> None:
+        """Forget the evaluated prefix, so the next prompt is processed from its first token.
+
+        Between turns of one conversation the reused prefix is what makes a reply fast; a benchmark
+        that compares prompt processing drops it.
+        """
+        self.llm.reset()
+
     def tokenize(self, prompt: Prompt) -> list[int]:
         ids: list[int] = []
         for text, is_data in prompt.segments:
