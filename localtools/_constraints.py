@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Any
 
 from ._errors import LocalToolsError, TemplateError
@@ -11,7 +12,7 @@ from ._grammar import Alt as _Alt
 from ._grammar import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, parse_gbnf, seq
 from ._schema_grammar import SchemaGrammar, UnsupportedSchema
 
-__all__ = ["build_grammar"]
+__all__ = ["build_grammar", "call_openings"]
 
 _NAME, _ARGS = "\ue010name", "\ue010args"
 #: Most calls in one reply. Small models otherwise repeat the same call until max_tokens.
@@ -54,13 +55,7 @@ def build_grammar(
             raise LocalToolsError("tool_choice='required' needs at least one tool")
         g.add("root", Text(family.call_start))
         return g
-    try:
-        fam = parse_gbnf(family.grammar_source(), placeholders={"NAME": Ref(_NAME), "ARGS": Ref(_ARGS)})
-    except ValueError as exc:
-        raise TemplateError(f"grammars/{family.grammar}: {exc}") from None
-    needed = {"tool-call", "call", "call-sep", "calls-open", "calls-close"}
-    if needed - set(fam.rules):
-        raise TemplateError(f"grammars/{family.grammar} must define {sorted(needed - set(fam.rules))}")
+    fam = _family_grammar(family)
     schemas = SchemaGrammar(g)
     per_tool: list[Expr] = []
     for spec in tools:
@@ -80,24 +75,31 @@ def build_grammar(
     if tool_choice == "required":
         g.add("root", calls)
     else:
-        avoid = _call_openings(_literal_before(fam.rules["tool-call"], _NAME))
-        g.add("root", alt(calls, Text(family.call_start, avoid)))
+        g.add("root", alt(calls, Text(family.call_start, call_openings(family, tools))))
     # Rules that render as "" (calls-open for Hermes, say) are inlined away for readability.
     _inline_empty(g)
     return g
 
 
-def _call_openings(opening: str) -> tuple[str, ...]:
-    """How a text answer may not open, given the literal before the tool name in a bare call.
+@lru_cache(maxsize=32)
+def _family_grammar(family: Family) -> Grammar:
+    try:
+        fam = parse_gbnf(family.grammar_source(), placeholders={"NAME": Ref(_NAME), "ARGS": Ref(_ARGS)})
+    except ValueError as exc:
+        raise TemplateError(f"grammars/{family.grammar}: {exc}") from None
+    needed = {"tool-call", "call", "call-sep", "calls-open", "calls-close"}
+    if needed - set(fam.rules):
+        raise TemplateError(f"grammars/{family.grammar} must define {sorted(needed - set(fam.rules))}")
+    return fam
 
-    ``{"name"`` is a call whatever name follows, and so is ``{`` then whitespace: that is how small
-    models pretty-print a call to a tool that does not exist. Kept out of the text branch, such an
-    opening can only go on as a real call, which names a given tool.
+
+def call_openings(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...]:
+    """How a bare call to each tool opens under the family's grammar, e.g. ``{"name": "get_customer"``.
+
+    Text under tool_choice "auto" never opens so; other text that opens with "{" stays text.
     """
-    if not opening:
-        return ()
-    head = opening.split(":")[0].rstrip()
-    return (head, *(head[0] + ws for ws in " \n\t\r")) if head.startswith("{") else (head,)
+    opening = _literal_before(_family_grammar(family).rules["tool-call"], _NAME)
+    return tuple(opening + json.dumps(t["function"]["name"]) for t in tools) if opening else ()
 
 
 def _literal_before(e: Expr, placeholder: str) -> str:

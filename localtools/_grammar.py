@@ -45,9 +45,9 @@ class Text:
     """A non-empty text answer that can never be mistaken for a call.
 
     It never contains ``marker``, does not open with whitespace, a control character or a
-    backtick, and does not open with any string in ``avoid`` (the ways a bare JSON call opens, such
-    as ``{"name"``). Other text that opens with "{" (a model echoing a JSON tool result, say)
-    stays text. GBNF and the matcher get it as rules (one per
+    backtick, and does not open with any string in ``avoid`` (the opening of a bare JSON call to a
+    known tool, such as ``{"name": "get_customer"``). Other text that opens with "{" (a model
+    echoing a JSON tool result, say) stays text. GBNF and the matcher get it as rules (one per
     automaton state); Lark gets it as one terminal, which llguidance's Earley parser needs.
     """
 

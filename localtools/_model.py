@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._constraints import build_grammar
+from ._constraints import build_grammar, call_openings
 from ._errors import GenerationTruncated, LocalToolsError, TemplateError
 from ._families import Family, detect_family, get_family
 from ._grammar import Grammar, matches
@@ -131,6 +131,7 @@ class Model:
         temperature: float = 0.0,
         top_p: float = 1.0,
         seed: int | None = None,
+        stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
         retry_repeat_penalties: Sequence[float] = (1.1, 1.3),
     ) -> ChatResult:
@@ -140,7 +141,8 @@ class Model:
         argument values from the question is not penalised). When ``max_tokens`` cuts a call, the
         model was almost always looping or rambling (a repeated array item, sentence or call under
         greedy decoding), so the turn is generated again with each of ``retry_repeat_penalties``
-        in turn until one ends (``()`` disables the retries). Raises ``GenerationTruncated`` when
+        in turn until one ends (``()`` disables the retries). ``stop`` strings end a text answer
+        (left out of it, as OpenAI does); they never cut a call. Raises ``GenerationTruncated`` when
         ``max_tokens`` still cuts a call, ``ToolCallParseError`` when free output holds a call that
         does not parse.
         """
@@ -153,6 +155,10 @@ class Model:
             raise LocalToolsError(f"tool_choice names {tool_choice!r}, which is not among the tools")
         started = time.perf_counter()
         penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
+        # With no call possible the backend can stop early; otherwise a stop string inside a call's
+        # JSON must not cut it, so text answers are cut after parsing.
+        text_only = not specs or tool_choice == "none"
+        backend_stop = [*self.family.stop, *stop] if text_only else list(self.family.stop)
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
         for penalty in penalties:
             attempts += 1
@@ -163,7 +169,7 @@ class Model:
                 temperature=temperature,
                 top_p=top_p,
                 seed=seed,
-                stop=self.family.stop,
+                stop=backend_stop,
                 repeat_penalty=penalty,
             )
             completion_tokens += len(gen.tokens)
@@ -178,9 +184,14 @@ class Model:
         if constrained and tool_choice == "none":
             parsed_content, calls = raw.strip(), []
         else:
-            parsed = parse_reply(raw, self.family, tolerant=not constrained)
+            parsed = parse_reply(raw, self.family, tolerant=not constrained,
+                                 call_openings=call_openings(self.family, specs) if constrained else None)
             parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
+        if stop and not calls:
+            hits = [i for i in (parsed_content.find(s) for s in stop) if i >= 0]
+            if hits:
+                parsed_content, finish = parsed_content[: min(hits)].rstrip(), "stop"
         return ChatResult(
             content=parsed_content,
             tool_calls=calls,

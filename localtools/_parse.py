@@ -6,6 +6,7 @@ import json
 import re
 import secrets
 import string
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,7 @@ _ALNUM = string.ascii_letters + string.digits
 _FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
 _DECODER = json.JSONDecoder()
 # A JSON object that opens like a call: left over only when it did not parse.
-_BARE_OPENING = re.compile(r'\{\s*"name"')
+_BARE_OPENING = re.compile(r'\{"name"')
 _CALL_LIKE = re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters)"\s*:')
 
 
@@ -126,13 +127,15 @@ def _strip_stops(text: str, family: Family) -> str:
     return text
 
 
-def parse_reply(text: str, family: Family, *, tolerant: bool = True) -> ParsedReply:
+def parse_reply(text: str, family: Family, *, tolerant: bool = True,
+                call_openings: Collection[str] | None = None) -> ParsedReply:
     """Split model output into content and calls.
 
     Accepts the family's own syntax and, when ``tolerant`` (free decoding), fenced or bare JSON
     calls, several calls, and text around them. Something that starts a call but does not parse
     raises ``ToolCallParseError`` with the raw text. Constrained output is read strictly: a call
-    counts only in the family's syntax, which the grammar guarantees.
+    counts only in the family's syntax, which the grammar guarantees; ``call_openings`` (see
+    ``_constraints.call_openings``) says how a bare call opens under that grammar.
     """
     raw = text
     text = _strip_stops(text, family).replace("<|python_tag|>", "")
@@ -168,9 +171,13 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True) -> ParsedRe
                 raise ToolCallParseError(f"{start} is not followed by calls", raw)
             calls += found
             text = text[:idx] + rest[used:]
-    # A constrained reply that opens like a bare call is one: the grammar's text branch may not open
-    # with '{"name"' or "{" and whitespace. Other text that opens with "{" (an echoed JSON result) is text.
-    if tolerant or _BARE_OPENING.match(text):
+    if tolerant:
+        more, text = _scan_json(text, family, raw)
+        calls += more
+    elif text.startswith(tuple(call_openings)) if call_openings is not None else _BARE_OPENING.match(text):
+        # Under the grammar a reply that opens like a bare call to a given tool is one; anything
+        # else that opens with "{" took the text branch (an echoed JSON result, or a "call" to a
+        # tool that does not exist) and is the answer as written.
         more, text = _scan_json(text, family, raw)
         calls += more
     content = re.sub(r"\n{3,}", "\n\n", text).strip()

@@ -36,9 +36,14 @@ def test_strict_parse_keeps_fenced_json_as_text() -> None:
 
 
 def test_strict_parse_reads_json_text_as_text() -> None:
-    # The grammar's text branch may open with "{" but not like a call; such text is an answer.
-    reply = parse_reply('{"plan": "pro", "name": "Ada"}', get_family("qwen2.5"), tolerant=False)
-    assert reply.tool_calls == [] and reply.content == '{"plan": "pro", "name": "Ada"}'
+    # Under the grammar a bare call names a given tool; other JSON took the text branch.
+    fam = get_family("qwen2.5")
+    for text in ('{"name": "Ada", "plan": "pro"}', '{"name": "Vegetarian Pasta", "arguments": {"servings": 2}}',
+                 '{\n  "name": "recipe_search", "arguments": {}}'):
+        reply = parse_reply(text, fam, tolerant=False, call_openings=['{"name": "recipe_search"'])
+        assert reply.tool_calls == [] and reply.content == text
+    call = parse_reply('{"name": "recipe_search", "arguments": {}}', fam, tolerant=False, call_openings=['{"name": "recipe_search"'])
+    assert [c.name for c in call.tool_calls] == ["recipe_search"] and call.content == ""
 
 
 def test_plain_text_and_json_that_is_not_a_call() -> None:
