@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	# torch pinned to its CPU build first: a bare torch requirement pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	# llama-cpp-python compiles from source the first time (a few minutes); pip caches the wheel.
-	$(BIN)/pip install --quiet -e '.[llama-cpp,transformers,bench,dev]'
+	$(BIN)/pip install --quiet -e '.[llama-cpp,transformers,bench,serve,dev]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -17,6 +17,7 @@ EPILOG = """examples:
   localtools run "Plan of cust-1001?" --tools ./my_tools.py:get_customer --trace trace.jsonl
   localtools render "What time is it?" --tools localtools.examples:ALL --family qwen2.5
   localtools models pull qwen2.5-coder-0.5b
+  localtools serve --model qwen2.5-coder-0.5b --port 8000   # then base_url="http://127.0.0.1:8000/v1"
   localtools bench --bfcl --category simple_python --category irrelevance --sample 20 --json bench.json
   localtools bench --sample 40 --peer llama-cpp-python --peer openai:http://127.0.0.1:8080/v1 --plot bench.png
 """
@@ -138,6 +139,22 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
                        "(needs matplotlib)")
+
+    serve = sub.add_parser(
+        "serve", help="an OpenAI-compatible endpoint (chat completions with tools) on one model",
+        description="Serve POST /v1/chat/completions, GET /v1/models and GET /health. Point the openai SDK, "
+        "PydanticAI or LangChain at http://HOST:PORT/v1 (any api_key). Tool calls are grammar-constrained: "
+        "tool_choice required/named is enforced and every call matches its schema. One request runs at a "
+        "time; the rest wait in order, and a full queue answers 503 with Retry-After.")
+    _model_args(serve)
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    serve.add_argument("--queue", type=int, default=16, metavar="N",
+                       help="requests that may wait behind the running one; more get a 503 (default 16)")
+    serve.add_argument("--max-tokens", type=int, default=1024, help="for requests that set no max_tokens (default 1024)")
+    serve.add_argument("--temperature", type=float, default=0.0,
+                       help="for requests that set none (default 0: greedy; OpenAI's own default is 1.0)")
+    serve.add_argument("--name", help="the model id clients see (default: the --model name)")
 
     models = sub.add_parser("models", help="list or download catalog models")
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
@@ -355,10 +372,27 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from ._catalog import default_model
+    from ._server import ServerConfig, create_app, serve
+
+    name = args.name or Path(args.model or default_model()).name.removesuffix(".gguf")
+    model = _load_model(args)
+    config = ServerConfig(model_name=name, max_queue=args.queue, default_max_tokens=args.max_tokens,
+                          default_temperature=args.temperature)
+    create_app(model, config)  # a missing starlette fails here, before the socket opens
+
+    def ready(url: str) -> None:
+        print(f"serving {name} ({model.family.name} family, {model.backend.name}) at {url}", flush=True)
+
+    serve(model, config, host=args.host, port=args.port, on_ready=ready)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models,
-                "bench": _cmd_bench}
+                "bench": _cmd_bench, "serve": _cmd_serve}
     try:
         return handlers[args.command](args)
     except LocalToolsError as exc:

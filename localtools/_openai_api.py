@@ -1,0 +1,288 @@
+"""OpenAI chat-completions requests in, responses and stream chunks out, for ``localtools serve``.
+
+Every check a request can fail is here, each with the parameter it names, so the server answers
+a bad request with OpenAI's error JSON and a 400 before the model sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from ._errors import LocalToolsError
+from ._model import ChatResult
+
+__all__ = ["BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request", "stream_chunks"]
+
+_ROLES = {"system", "developer", "user", "assistant", "tool"}
+_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+# The parts of a request this server does not act on but clients send as a matter of course.
+_UNSUPPORTED = {"logprobs": True, "top_logprobs": None, "audio": None, "prediction": None, "functions": None,
+                "function_call": None}
+
+
+class BadRequest(LocalToolsError):
+    """A request the server refuses with a 400; ``param`` names the offending field."""
+
+    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
+        self.param, self.code = param, code
+        super().__init__(message)
+
+
+def error_body(message: str, *, kind: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+@dataclass
+class ChatRequest:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    tool_choice: str = "auto"
+    parallel_tool_calls: bool = True
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 1024
+    stop: list[str] = field(default_factory=list)
+    seed: int | None = None
+    stream: bool = False
+    include_usage: bool = False
+    model: str = ""
+
+
+def _text(content: Any, where: str) -> str:
+    """Message content as a string: a string, null, or a list of text parts."""
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):
+        out = []
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
+                kind = part.get("type") if isinstance(part, dict) else type(part).__name__
+                raise BadRequest(f"{where}.content[{j}]: only text parts are supported, got {kind!r}", f"{where}.content")
+            out.append(part["text"])
+        return "".join(out)
+    raise BadRequest(f"{where}.content must be a string or a list of text parts, got {type(content).__name__}",
+                     f"{where}.content")
+
+
+def _messages(raw: Any) -> list[dict[str, Any]]:
+    if not isinstance(raw, list):
+        raise BadRequest(f"'messages' must be a list, got {type(raw).__name__}", "messages")
+    if not raw:
+        raise BadRequest("'messages' is empty; send at least one message", "messages")
+    out: list[dict[str, Any]] = []
+    open_calls: dict[str, str] = {}  # call id -> tool name, for pairing tool results
+    for i, msg in enumerate(raw):
+        where = f"messages[{i}]"
+        if not isinstance(msg, dict):
+            raise BadRequest(f"{where} must be an object", where)
+        role = msg.get("role")
+        if role not in _ROLES:
+            raise BadRequest(f"{where}.role {role!r} is not one of {', '.join(sorted(_ROLES))}", f"{where}.role")
+        content = _text(msg.get("content"), where)
+        if role in ("system", "developer", "user"):
+            # Developer messages are OpenAI's newer name for system messages.
+            out.append({"role": "system" if role == "developer" else role, "content": content})
+        elif role == "assistant":
+            entry: dict[str, Any] = {"role": "assistant", "content": content}
+            calls = msg.get("tool_calls")
+            if calls:
+                entry["tool_calls"] = [_history_call(c, f"{where}.tool_calls[{j}]", open_calls) for j, c in enumerate(calls)]
+            out.append(entry)
+        else:
+            call_id = msg.get("tool_call_id")
+            if not isinstance(call_id, str) or not call_id:
+                raise BadRequest(f"{where}: a tool message needs the tool_call_id it answers", f"{where}.tool_call_id")
+            if call_id not in open_calls:
+                raise BadRequest(f"{where}.tool_call_id {call_id!r} answers no earlier assistant tool call",
+                                 f"{where}.tool_call_id")
+            out.append({"role": "tool", "tool_call_id": call_id, "name": msg.get("name") or open_calls[call_id],
+                        "content": content})
+    return out
+
+
+def _history_call(call: Any, where: str, open_calls: dict[str, str]) -> dict[str, Any]:
+    fn = call.get("function") if isinstance(call, dict) else None
+    if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+        raise BadRequest(f"{where} must be {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}", where)
+    arguments = fn.get("arguments", "{}")
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise BadRequest(f"{where}.function.arguments is not valid JSON ({exc.msg} at character {exc.pos})",
+                             f"{where}.function.arguments") from None
+    if not isinstance(arguments, dict):
+        raise BadRequest(f"{where}.function.arguments must encode a JSON object", f"{where}.function.arguments")
+    call_id = call.get("id")
+    if not isinstance(call_id, str) or not call_id:
+        raise BadRequest(f"{where} has no id", f"{where}.id")
+    open_calls[call_id] = fn["name"]
+    return {"id": call_id, "type": "function", "function": {"name": fn["name"], "arguments": arguments}}
+
+
+def _tools(raw: Any) -> list[dict[str, Any]]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise BadRequest(f"'tools' must be a list of tools, got {type(raw).__name__}", "tools")
+    out, seen = [], set()
+    for i, tool in enumerate(raw):
+        where = f"tools[{i}]"
+        if not isinstance(tool, dict) or tool.get("type", "function") != "function" or not isinstance(tool.get("function"), dict):
+            raise BadRequest(f"{where} must be {{'type': 'function', 'function': {{'name', 'parameters'}}}}", where)
+        fn = tool["function"]
+        name = fn.get("name")
+        if not isinstance(name, str) or not _TOOL_NAME.match(name):
+            raise BadRequest(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-', got {name!r}",
+                             f"{where}.function.name")
+        if name in seen:
+            raise BadRequest(f"{where}: a second tool named {name!r}", f"{where}.function.name")
+        seen.add(name)
+        params = fn.get("parameters") or {"type": "object", "properties": {}}
+        if not isinstance(params, dict):
+            raise BadRequest(f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
+        try:
+            jsonschema.validators.validator_for(params).check_schema(params)
+        except jsonschema.SchemaError as exc:
+            raise BadRequest(f"{where}.function.parameters is not a valid JSON Schema: {exc.message}",
+                             f"{where}.function.parameters") from None
+        if params.get("type", "object") != "object":
+            raise BadRequest(f"{where}.function.parameters must describe an object, got type {params.get('type')!r}",
+                             f"{where}.function.parameters")
+        out.append({"type": "function", "function": {"name": name, "description": fn.get("description") or "",
+                                                     "parameters": params}})
+    return out
+
+
+def _tool_choice(raw: Any, tools: list[dict[str, Any]]) -> str:
+    names = [t["function"]["name"] for t in tools]
+    if raw is None:
+        return "auto" if tools else "none"
+    if raw in ("auto", "none", "required"):
+        if raw == "required" and not tools:
+            raise BadRequest("tool_choice 'required' needs at least one tool in 'tools'", "tool_choice")
+        return str(raw)
+    if isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("function"), dict):
+        name = raw["function"].get("name")
+        if name not in names:
+            raise BadRequest(f"tool_choice names {name!r}, which is not in 'tools' ({', '.join(names) or 'none given'})",
+                             "tool_choice")
+        return str(name)
+    raise BadRequest("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'function': {'name': ...}}",
+                     "tool_choice")
+
+
+def _number(body: dict[str, Any], key: str, default: float, low: float, high: float) -> float:
+    value = body.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+        raise BadRequest(f"'{key}' must be a number from {low} to {high}, got {value!r}", key)
+    return float(value)
+
+
+def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperature: float = 0.0) -> ChatRequest:
+    """A chat-completions request body, checked; raises ``BadRequest`` naming the first problem."""
+    if not isinstance(body, dict):
+        raise BadRequest("the request body must be a JSON object")
+    for key, allowed in _UNSUPPORTED.items():
+        if body.get(key) not in (None, False) and body.get(key) != allowed:
+            raise BadRequest(f"'{key}' is not supported by this server", key, "unsupported_parameter")
+    if body.get("n") not in (None, 1):
+        raise BadRequest("'n' must be 1: this server writes one choice per request", "n")
+    fmt = body.get("response_format")
+    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
+        raise BadRequest("'response_format' other than {'type': 'text'} is not supported; describe the shape as a tool",
+                         "response_format", "unsupported_parameter")
+    tools = _tools(body.get("tools"))
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
+    if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        raise BadRequest(f"'max_tokens' must be a positive integer, got {max_tokens!r}", "max_tokens")
+    stop = body.get("stop")
+    stops = [stop] if isinstance(stop, str) else stop or []
+    if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(s, str) and s for s in stops):
+        raise BadRequest("'stop' must be a string or a list of up to 4 non-empty strings", "stop")
+    seed = body.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise BadRequest(f"'seed' must be an integer, got {seed!r}", "seed")
+    parallel = body.get("parallel_tool_calls", True)
+    stream = body.get("stream", False)
+    if not isinstance(parallel, bool) or not isinstance(stream, bool):
+        raise BadRequest("'parallel_tool_calls' and 'stream' must be true or false",
+                         "stream" if not isinstance(stream, bool) else "parallel_tool_calls")
+    options = body.get("stream_options") or {}
+    return ChatRequest(
+        messages=_messages(body.get("messages")),
+        tools=tools,
+        tool_choice=_tool_choice(body.get("tool_choice"), tools),
+        parallel_tool_calls=parallel,
+        temperature=_number(body, "temperature", default_temperature, 0.0, 2.0),
+        top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
+        max_tokens=max_tokens or default_max_tokens,
+        stop=stops,
+        seed=seed,
+        stream=stream,
+        include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
+        model=str(body.get("model") or ""),
+    )
+
+
+def _usage(result: ChatResult) -> dict[str, int]:
+    return {"prompt_tokens": result.prompt_tokens, "completion_tokens": result.completion_tokens,
+            "total_tokens": result.prompt_tokens + result.completion_tokens}
+
+
+def new_completion_id() -> str:
+    return "chatcmpl-" + secrets.token_hex(12)
+
+
+def completion_body(result: ChatResult, *, model: str, completion_id: str, created: int | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": result.content if not result.tool_calls else result.content or None}
+    if result.tool_calls:
+        message["tool_calls"] = [c.to_openai() for c in result.tool_calls]
+    return {
+        "id": completion_id,
+        "object": "chat.completion",
+        "created": created or int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason, "logprobs": None}],
+        "usage": _usage(result),
+    }
+
+
+def _pieces(text: str, size: int = 16) -> Iterator[str]:
+    for start in range(0, len(text), size):
+        yield text[start : start + size]
+
+
+def stream_chunks(result: ChatResult, *, model: str, completion_id: str, include_usage: bool = False,
+                  created: int | None = None) -> Iterator[dict[str, Any]]:
+    """The reply as OpenAI ``chat.completion.chunk`` objects: content, then each call by index."""
+    created = created or int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+
+    yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(result.content):
+        yield chunk({"content": piece})
+    for index, call in enumerate(result.tool_calls):
+        spec = call.to_openai()
+        yield chunk({"tool_calls": [{"index": index, "id": spec["id"], "type": "function",
+                                     "function": {"name": spec["function"]["name"], "arguments": ""}}]})
+        for piece in _pieces(spec["function"]["arguments"]):
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+    yield chunk({}, result.finish_reason)
+    if include_usage:
+        yield {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
+               "choices": [], "usage": _usage(result)}

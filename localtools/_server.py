@@ -1,0 +1,216 @@
+"""``localtools serve``: an OpenAI-compatible chat-completions endpoint on one local model.
+
+One model instance answers one request at a time (llama.cpp contexts are not thread-safe): requests
+wait in a first-come, first-served queue of bounded length, and a request that finds it full gets a
+503 with ``Retry-After``. Tool calls are always grammar-constrained, so ``tool_choice`` is enforced
+and every returned call parses and matches its tool's schema.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import BackendNotInstalled, GenerationTruncated, LocalToolsError, ModelError, TemplateError, ToolCallParseError
+from ._model import ChatResult, Model
+from ._openai_api import BadRequest, ChatRequest, completion_body, error_body, new_completion_id, parse_request, stream_chunks
+
+__all__ = ["ServerConfig", "create_app", "serve"]
+
+log = logging.getLogger("localtools.serve")
+SERVE_HINT = "pip install 'localtools[serve]'"
+
+
+@dataclass
+class ServerConfig:
+    #: The model id clients see in /v1/models and in every response.
+    model_name: str
+    #: Requests that may wait behind the one being answered; one more gets a 503.
+    max_queue: int = 16
+    #: Used when a request sets none (OpenAI's default temperature is 1.0; greedy suits small models).
+    default_max_tokens: int = 1024
+    default_temperature: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class _QueueFull(Exception):
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+
+
+class _Worker:
+    """Runs model calls one at a time on a single thread, in arrival order."""
+
+    def __init__(self, max_queue: int) -> None:
+        self.max_queue = max_queue
+        self.pending = 0
+        self.served = 0
+        self.rejected = 0
+        self._avg_seconds = 1.0
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localtools-model")
+
+    async def run(self, job: Callable[[], ChatResult]) -> ChatResult:
+        if self.pending > self.max_queue:
+            self.rejected += 1
+            # The wait the queue ahead would take at the recent pace.
+            raise _QueueFull(max(1, round(self.pending * self._avg_seconds)))
+        self.pending += 1
+        try:
+            result = await asyncio.get_running_loop().run_in_executor(self._pool, self._timed, job)
+            self.served += 1
+            return result
+        finally:
+            self.pending -= 1
+
+    def _timed(self, job: Callable[[], ChatResult]) -> ChatResult:
+        started = time.perf_counter()
+        try:
+            return job()
+        finally:
+            self._avg_seconds = 0.8 * self._avg_seconds + 0.2 * (time.perf_counter() - started)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _chat(model: Model, request: ChatRequest) -> ChatResult:
+    return model.chat(
+        request.messages,
+        request.tools,
+        tool_choice=request.tool_choice,
+        parallel_tool_calls=request.parallel_tool_calls,
+        max_tokens=request.max_tokens,
+        temperature=request.temperature,
+        top_p=request.top_p,
+        seed=request.seed,
+        stop=request.stop,
+    )
+
+
+def _answer(model: Model, request: ChatRequest) -> ChatResult:
+    """Model output is never an HTTP error: a call cut by max_tokens comes back as finish_reason 'length'."""
+    try:
+        return _chat(model, request)
+    except GenerationTruncated as exc:
+        log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
+        return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
+    except ToolCallParseError as exc:
+        # Constrained output always parses; reaching this is a bug here, and the text is still the model's.
+        log.error("constrained output did not parse: %s", exc)
+        return ChatResult(content=exc.raw, finish_reason="stop")
+
+
+def create_app(model: Model, config: ServerConfig) -> Any:
+    """The ASGI app (Starlette) serving ``model``."""
+    try:
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import JSONResponse, Response, StreamingResponse
+        from starlette.routing import Route
+    except ImportError as exc:
+        raise BackendNotInstalled(f"localtools serve needs starlette and uvicorn: {SERVE_HINT}") from exc
+
+    worker = _Worker(config.max_queue)
+
+    def error(status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
+              code: str | None = None, headers: dict[str, str] | None = None) -> Response:
+        return JSONResponse(error_body(message, kind=kind, param=param, code=code), status_code=status, headers=headers)
+
+    async def chat_completions(http: Request) -> Response:
+        try:
+            body = json.loads(await http.body())
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            return error(400, f"the request body is not JSON: {exc}")
+        try:
+            request = parse_request(body, default_max_tokens=config.default_max_tokens,
+                                    default_temperature=config.default_temperature)
+            # Grammar and prompt problems (an unsupported schema, a template that refuses the
+            # message order) are the request's fault; find them before queueing.
+            model.grammar(request.tools, request.tool_choice, request.parallel_tool_calls)
+            model.render(request.messages, request.tools)
+        except BadRequest as exc:
+            return error(400, str(exc), param=exc.param, code=exc.code)
+        except (TemplateError, LocalToolsError) as exc:
+            return error(400, str(exc))
+        try:
+            result = await worker.run(lambda: _answer(model, request))
+        except _QueueFull as full:
+            return error(503, f"the server is busy: {worker.pending} requests are ahead; retry after {full.retry_after} s",
+                         kind="server_busy", code="queue_full", headers={"Retry-After": str(full.retry_after)})
+        except ModelError as exc:  # the prompt does not fit the context
+            return error(400, str(exc), code="context_length_exceeded")
+        completion_id = new_completion_id()
+        if not request.stream:
+            return JSONResponse(completion_body(result, model=config.model_name, completion_id=completion_id))
+
+        async def events() -> AsyncIterator[str]:
+            for chunk in stream_chunks(result, model=config.model_name, completion_id=completion_id,
+                                       include_usage=request.include_usage):
+                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+    async def models(http: Request) -> Response:
+        return JSONResponse({"object": "list", "data": [
+            {"id": config.model_name, "object": "model", "created": 0, "owned_by": "localtools"}]})
+
+    async def health(http: Request) -> Response:
+        return JSONResponse({"status": "ok", "model": config.model_name, "family": model.family.name,
+                             "backend": model.backend.name, "pending": worker.pending, "served": worker.served,
+                             "rejected": worker.rejected})
+
+    async def not_found(http: Request, exc: Exception) -> Response:
+        return error(404, f"no route {http.method} {http.url.path}; this server has POST /v1/chat/completions, "
+                     "GET /v1/models and GET /health", code="not_found")
+
+    async def crashed(http: Request, exc: Exception) -> Response:
+        log.exception("request failed", exc_info=exc)
+        return error(500, f"internal error: {type(exc).__name__}: {exc}", kind="server_error")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        yield
+        worker.close()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        exception_handlers={404: not_found, 405: not_found, 500: crashed},
+        lifespan=lifespan,
+    )
+    app.state.worker = worker
+    return app
+
+
+def serve(model: Model, config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000,
+          on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve until interrupted."""
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise BackendNotInstalled(f"localtools serve needs uvicorn: {SERVE_HINT}") from exc
+    app = create_app(model, config)
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
+    if on_ready is not None:
+        original = server.startup
+
+        async def startup(sockets: Any = None) -> None:
+            await original(sockets)
+            bound = server.servers[0].sockets[0].getsockname() if server.servers else (host, port)
+            on_ready(f"http://{bound[0]}:{bound[1]}/v1")
+
+        server.startup = startup  # type: ignore[method-assign]
+    server.run()

@@ -1,0 +1,197 @@
+"""`localtools serve` without weights: request checks, response shapes, streaming, the queue.
+
+The app runs in process on the scripted backend through httpx's ASGI transport; the same server on
+real weights with real clients is in test_serve_clients.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+
+import httpx
+import pytest
+
+from localtools import Model, ScriptedBackend
+from localtools._openai_api import BadRequest, parse_request
+from localtools._server import ServerConfig, create_app
+
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>'
+USER = [{"role": "user", "content": "Weather in Paris?"}]
+
+
+def post(app: Any, body: Any, path: str = "/v1/chat/completions") -> httpx.Response:
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            if isinstance(body, bytes):
+                return await client.post(path, content=body)
+            return await client.post(path, json=body)
+
+    return asyncio.run(go())
+
+
+def app_with(replies: list[Any], **config: Any) -> tuple[Any, ScriptedBackend]:
+    backend = ScriptedBackend(replies)
+    return create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="scripted-model", **config)), backend
+
+
+def test_tool_call_response_shape() -> None:
+    app, backend = app_with([CALL])
+    res = post(app, {"model": "anything", "messages": USER, "tools": [WEATHER]})
+    assert res.status_code == 200
+    body = res.json()
+    assert body["object"] == "chat.completion" and body["model"] == "scripted-model"
+    choice = body["choices"][0]
+    assert choice["finish_reason"] == "tool_calls" and choice["message"]["content"] is None
+    (call,) = choice["message"]["tool_calls"]
+    assert call["id"].startswith("call_") and call["type"] == "function"
+    assert call["function"] == {"name": "get_weather", "arguments": '{"city": "Paris"}'}
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + len(CALL)
+    assert backend.grammars[0] is not None  # tools always go through the grammar
+
+
+def test_round_trip_history_reaches_the_prompt() -> None:
+    app, backend = app_with(["It is sunny in Paris."])
+    history = [*USER, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "sunny, 21 C"}]
+    res = post(app, {"model": "m", "messages": history, "tools": [WEATHER]})
+    assert res.json()["choices"][0]["message"] == {"role": "assistant", "content": "It is sunny in Paris."}
+    prompt = backend.prompts[0].text
+    assert '{"name": "get_weather", "arguments": {"city": "Paris"}}' in prompt and "sunny, 21 C" in prompt
+
+
+def test_stream_reassembles_to_the_same_reply() -> None:
+    app, _ = app_with([CALL + "\n" + CALL.replace("Paris", "Oslo")])
+    res = post(app, {"model": "m", "messages": USER, "tools": [WEATHER], "stream": True,
+                     "stream_options": {"include_usage": True}})
+    assert res.headers["content-type"].startswith("text/event-stream")
+    events = [line[len("data: "):] for line in res.text.splitlines() if line.startswith("data: ")]
+    assert events[-1] == "[DONE]"
+    chunks = [json.loads(e) for e in events[:-1]]
+    calls: dict[int, dict[str, str]] = {}
+    for chunk in chunks[:-1]:
+        for delta in chunk["choices"][0]["delta"].get("tool_calls", []):
+            entry = calls.setdefault(delta["index"], {"name": "", "arguments": ""})
+            entry["name"] += delta.get("function", {}).get("name") or ""
+            entry["arguments"] += delta["function"]["arguments"]
+    assert [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())] == [
+        ("get_weather", {"city": "Paris"}), ("get_weather", {"city": "Oslo"})]
+    assert chunks[-2]["choices"][0]["finish_reason"] == "tool_calls"
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+
+
+def test_stop_string_ends_a_text_answer_but_never_a_call() -> None:
+    app, _ = app_with(["One. Two. Three.", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Two. Town"}}\n</tool_call>'])
+    text = post(app, {"model": "m", "messages": USER, "tools": [WEATHER], "stop": ["Two"]}).json()["choices"][0]
+    assert text["message"]["content"] == "One." and text["finish_reason"] == "stop"
+    call = post(app, {"model": "m", "messages": USER, "tools": [WEATHER], "stop": "Two"}).json()["choices"][0]
+    assert json.loads(call["message"]["tool_calls"][0]["function"]["arguments"]) == {"city": "Two. Town"}
+
+
+def test_a_call_cut_by_max_tokens_is_finish_reason_length_not_an_error() -> None:
+    app, _ = app_with([CALL] * 3)
+    res = post(app, {"model": "m", "messages": USER, "tools": [WEATHER], "tool_choice": "required", "max_tokens": 10})
+    assert res.status_code == 200
+    choice = res.json()["choices"][0]
+    assert choice["finish_reason"] == "length" and "tool_calls" not in choice["message"]
+
+
+BAD_REQUESTS = [
+    ("not json", b"{oops", None),
+    ("empty messages", {"messages": []}, "messages"),
+    ("messages not a list", {"messages": "hi"}, "messages"),
+    ("unknown role", {"messages": [{"role": "wizard", "content": "x"}]}, "messages[0].role"),
+    ("tools not a list", {"messages": USER, "tools": {"get_weather": {}}}, "tools"),
+    ("invalid tool schema", {"messages": USER, "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": "wrong"}}}}}]},
+     "tools[0].function.parameters"),
+    ("tool name with spaces", {"messages": USER, "tools": [{"type": "function", "function": {"name": "get weather"}}]},
+     "tools[0].function.name"),
+    ("tool_choice names a tool not in tools", {"messages": USER, "tools": [WEATHER],
+                                               "tool_choice": {"type": "function", "function": {"name": "nope"}}}, "tool_choice"),
+    ("required without tools", {"messages": USER, "tool_choice": "required"}, "tool_choice"),
+    ("unpaired tool_call_id", {"messages": [*USER, {"role": "tool", "tool_call_id": "call_9", "content": "r"}]},
+     "messages[1].tool_call_id"),
+    ("malformed history arguments", {"messages": [*USER, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{oops"}}]}]},
+     "messages[1].tool_calls[0].function.arguments"),
+    ("image content", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
+     "messages[0].content"),
+    ("n above 1", {"messages": USER, "n": 2}, "n"),
+    ("json response_format", {"messages": USER, "response_format": {"type": "json_object"}}, "response_format"),
+    ("temperature out of range", {"messages": USER, "temperature": 3}, "temperature"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "param"), BAD_REQUESTS, ids=[b[0] for b in BAD_REQUESTS])
+def test_bad_requests_get_openai_error_json(case: str, body: Any, param: str | None) -> None:
+    app, backend = app_with([])
+    res = post(app, body)
+    assert res.status_code == 400, res.text
+    error = res.json()["error"]
+    assert error["type"] == "invalid_request_error" and error["param"] == param and error["message"]
+    assert backend.prompts == []  # refused before the model ran
+
+
+def test_unsupported_schema_is_a_bad_request() -> None:
+    app, _ = app_with([])
+    res = post(app, {"messages": USER, "tools": [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}}}}]})
+    assert res.status_code == 400 and "cannot constrain" in res.json()["error"]["message"]
+
+
+def test_routes_models_health_and_404() -> None:
+    app, _ = app_with([])
+
+    async def go() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            return [await client.get("/v1/models"), await client.get("/health"), await client.get("/v2/nothing")]
+
+    models, health, missing = asyncio.run(go())
+    assert models.json()["data"][0]["id"] == "scripted-model"
+    assert health.json()["status"] == "ok" and health.json()["pending"] == 0
+    assert missing.status_code == 404 and "POST /v1/chat/completions" in missing.json()["error"]["message"]
+
+
+def test_full_queue_answers_503_with_retry_after_and_keeps_order() -> None:
+    release = threading.Event()
+    order: list[str] = []
+
+    def blocking(prompt: Any, grammar: Any) -> str:
+        order.append(prompt.text.split("ask ")[-1].split("<")[0])
+        release.wait(10)
+        return "ok"
+
+    app, _ = app_with([blocking] * 10, max_queue=2)
+
+    async def go() -> list[httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            async def ask(n: int) -> httpx.Response:
+                await asyncio.sleep(0.05 * n)  # arrive in order
+                return await client.post("/v1/chat/completions", json={"messages": [{"role": "user", "content": f"ask {n}"}]})
+
+            tasks = [asyncio.create_task(ask(n)) for n in range(5)]
+            await asyncio.sleep(0.5)
+            release.set()
+            return list(await asyncio.gather(*tasks))
+
+    responses = asyncio.run(go())
+    # One runs, two wait, the fourth and fifth find the queue full.
+    assert [r.status_code for r in responses] == [200, 200, 200, 503, 503]
+    busy = responses[3]
+    assert int(busy.headers["Retry-After"]) >= 1 and busy.json()["error"]["code"] == "queue_full"
+    assert order == ["0", "1", "2"]
+
+
+def test_parse_request_defaults() -> None:
+    request = parse_request({"messages": USER, "tools": [WEATHER], "max_completion_tokens": 7, "stop": "END"},
+                            default_temperature=0.0)
+    assert (request.tool_choice, request.max_tokens, request.stop, request.temperature) == ("auto", 7, ["END"], 0.0)
+    assert parse_request({"messages": USER}).tool_choice == "none"
+    with pytest.raises(BadRequest, match="'stop' must be"):
+        parse_request({"messages": USER, "stop": ["a", "b", "c", "d", "e"]})

@@ -1,0 +1,225 @@
+"""`localtools serve` in its own process on 127.0.0.1, on real weights, used by real clients:
+the openai SDK, PydanticAI and LangChain, with no change but ``base_url``."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import statistics
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+import pytest
+
+pytestmark = pytest.mark.model
+
+_spec = importlib.util.spec_from_file_location("serve_load", Path(__file__).parents[1] / "benchmarks" / "serve_load.py")
+assert _spec and _spec.loader
+serve_load = importlib.util.module_from_spec(_spec)
+sys.modules["serve_load"] = serve_load  # its dataclasses look their module up there
+_spec.loader.exec_module(serve_load)
+
+CUSTOMERS = {"cust-1001": {"name": "Ada Lovelace", "plan": "pro"}, "cust-1002": {"name": "Alan Turing", "plan": "free"}}
+QUESTION = "What subscription plan is customer cust-1001 using?"
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Current weather in a city.", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TIME = {"type": "function", "function": {"name": "get_time", "description": "Current time in a time zone.", "parameters": {
+    "type": "object", "properties": {"zone": {"type": "string"}}, "required": ["zone"]}}}
+CUSTOMER = {"type": "function", "function": {"name": "get_customer", "description": "Look up a customer record by id.",
+                                             "parameters": {"type": "object", "properties": {
+                                                 "customer_id": {"type": "string", "description": "e.g. cust-1001"}},
+                                                 "required": ["customer_id"]}}}
+
+
+def _server(model: str, *options: str) -> Iterator[str]:
+    proc, url = serve_load.start_server(model, *options)
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+@pytest.fixture(scope="module")
+def smollm_url() -> Iterator[str]:
+    yield from _server("smollm2-135m", "--queue", "8")
+
+
+@pytest.fixture(scope="module")
+def qwen_url() -> Iterator[str]:
+    yield from _server("qwen2.5-coder-0.5b")
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+
+
+def test_plain_answer(smollm_url: str) -> None:
+    res = client(smollm_url).chat.completions.create(model="smollm2-135m", messages=[{"role": "user", "content": "Say hello."}],
+                                                     max_tokens=32)
+    choice = res.choices[0]
+    assert choice.finish_reason in ("stop", "length") and choice.message.content and not choice.message.tool_calls
+    assert res.usage is not None and res.usage.completion_tokens > 0 and res.model == "smollm2-135m"
+
+
+def test_required_and_named_tool_choice_are_enforced(smollm_url: str) -> None:
+    sdk = client(smollm_url)
+    messages = [{"role": "user", "content": "What time is it in Tokyo?"}]
+    required = sdk.chat.completions.create(model="m", messages=messages, tools=[WEATHER, TIME], tool_choice="required",
+                                           parallel_tool_calls=False)
+    (call,) = required.choices[0].message.tool_calls or []
+    assert required.choices[0].finish_reason == "tool_calls" and call.function.name in ("get_weather", "get_time")
+    assert isinstance(json.loads(call.function.arguments)[{"get_weather": "city", "get_time": "zone"}[call.function.name]], str)
+    # The question is about time; naming the weather tool must still give a weather call.
+    named = sdk.chat.completions.create(model="m", messages=messages, tools=[WEATHER, TIME],
+                                        tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    calls = named.choices[0].message.tool_calls or []
+    assert calls and all(c.function.name == "get_weather" and set(json.loads(c.function.arguments)) == {"city"} for c in calls)
+
+
+def test_streamed_calls_reassemble_to_the_non_streamed_ones(smollm_url: str) -> None:
+    sdk = client(smollm_url)
+    request: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "Weather in Paris and in Oslo?"}],
+                               "tools": [WEATHER], "tool_choice": "required"}
+    whole = sdk.chat.completions.create(**request)
+    calls: dict[int, dict[str, str]] = {}
+    finish = None
+    for chunk in sdk.chat.completions.create(**request, stream=True):
+        for delta in chunk.choices[0].delta.tool_calls or []:
+            entry = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
+            entry["id"] += delta.id or ""
+            entry["name"] += (delta.function and delta.function.name) or ""
+            entry["arguments"] += (delta.function and delta.function.arguments) or ""
+        finish = chunk.choices[0].finish_reason or finish
+    streamed = [(c["name"], json.loads(c["arguments"])) for _, c in sorted(calls.items())]
+    assert streamed == [(c.function.name, json.loads(c.function.arguments)) for c in whole.choices[0].message.tool_calls or []]
+    assert finish == "tool_calls" and all(c["id"].startswith("call_") for c in calls.values())
+
+
+def test_a_call_cut_by_max_tokens_is_not_a_server_error(smollm_url: str) -> None:
+    res = client(smollm_url).chat.completions.create(model="m", messages=[{"role": "user", "content": "Weather in Paris?"}],
+                                                     tools=[WEATHER], tool_choice="required", max_tokens=4)
+    assert res.choices[0].finish_reason == "length" and not res.choices[0].message.tool_calls
+
+
+ERRORS: list[tuple[str, dict[str, Any], str | None]] = [
+    ("empty messages", {"messages": []}, "messages"),
+    ("unknown role", {"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
+    ("tools not a list", {"messages": [{"role": "user", "content": "hi"}], "tools": {"get_weather": WEATHER}}, "tools"),
+    ("invalid tool schema", {"messages": [{"role": "user", "content": "hi"}], "tools": [
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {"a": {"type": 7}}}}}]},
+     "tools[0].function.parameters"),
+    ("tool_choice names a tool not in tools", {"messages": [{"role": "user", "content": "hi"}], "tools": [WEATHER],
+                                               "tool_choice": {"type": "function", "function": {"name": "get_time"}}}, "tool_choice"),
+    ("unpaired tool_call_id", {"messages": [{"role": "user", "content": "hi"},
+                                            {"role": "tool", "tool_call_id": "call_404", "content": "sunny"}]},
+     "messages[1].tool_call_id"),
+    ("malformed history arguments", {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None,
+     "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{'city': Paris"}}]}]},
+     "messages[1].tool_calls[0].function.arguments"),
+]
+
+
+@pytest.mark.parametrize(("case", "body", "param"), ERRORS, ids=[e[0] for e in ERRORS])
+def test_bad_requests_are_400_with_openai_error_json(smollm_url: str, case: str, body: dict[str, Any], param: str | None) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        client(smollm_url).chat.completions.create(model="m", **body)
+    error = caught.value.body
+    assert isinstance(error, dict) and error["type"] == "invalid_request_error" and error["param"] == param
+    assert caught.value.status_code == 400
+
+
+def test_load_32_clients_each_get_their_own_call(smollm_url: str) -> None:
+    report = asyncio.run(serve_load.run_load(smollm_url, clients=32, requests=4))
+    assert report.errors == [] and report.mismatched == []
+    assert report.answered == 128
+    health = httpx.get(smollm_url.removesuffix("/v1") + "/health").json()
+    assert health["status"] == "ok" and health["pending"] == 0 and health["rejected"] == report.busy
+    print(f"load: p50 {statistics.median(report.latencies):.2f} s, p95 {report.percentile(0.95):.2f} s, "
+          f"{report.throughput:.2f} req/s, {report.busy} x 503")
+
+
+def _get_customer(customer_id: str) -> dict[str, str]:
+    if customer_id not in CUSTOMERS:
+        raise KeyError(f"no customer {customer_id!r}")
+    return CUSTOMERS[customer_id]
+
+
+def test_openai_sdk_full_round_trip(qwen_url: str) -> None:
+    sdk = client(qwen_url)
+    messages: list[Any] = [{"role": "user", "content": QUESTION}]
+    first = sdk.chat.completions.create(model="qwen", messages=messages, tools=[CUSTOMER])
+    (call,) = first.choices[0].message.tool_calls or []
+    assert call.function.name == "get_customer" and json.loads(call.function.arguments) == {"customer_id": "cust-1001"}
+    messages += [first.choices[0].message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": json.dumps(_get_customer("cust-1001"))}]
+    final = sdk.chat.completions.create(model="qwen", messages=messages, tools=[CUSTOMER])
+    assert final.choices[0].finish_reason == "stop" and "pro" in (final.choices[0].message.content or "").lower()
+
+
+def test_pydantic_ai_agent(qwen_url: str) -> None:
+    from pydantic_ai import Agent
+    from pydantic_ai.models.openai import OpenAIChatModel
+    from pydantic_ai.providers.openai import OpenAIProvider
+
+    model = OpenAIChatModel("qwen2.5-coder-0.5b", provider=OpenAIProvider(base_url=qwen_url, api_key="none"))
+    agent = Agent(model)
+    seen: list[str] = []
+
+    @agent.tool_plain
+    def get_customer(customer_id: str) -> dict[str, str]:
+        """Look up a customer record (name, subscription plan) by customer id, e.g. cust-1001."""
+        seen.append(customer_id)
+        return _get_customer(customer_id)
+
+    result = agent.run_sync(QUESTION)
+    assert seen == ["cust-1001"] and "pro" in result.output.lower()
+
+
+def _langchain_tool() -> tuple[Any, list[str]]:
+    from langchain_core.tools import tool
+
+    seen: list[str] = []
+
+    @tool
+    def get_customer(customer_id: str) -> dict[str, str]:
+        """Look up a customer record (name, subscription plan) by customer id, e.g. cust-1001."""
+        seen.append(customer_id)
+        return _get_customer(customer_id)
+
+    return get_customer, seen
+
+
+def _chat_openai(url: str) -> Any:
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(base_url=url, api_key="none", model="qwen2.5-coder-0.5b", max_retries=0)  # type: ignore[arg-type]
+
+
+def test_langchain_bind_tools(qwen_url: str) -> None:
+    from langchain_core.messages import HumanMessage
+
+    get_customer, seen = _langchain_tool()
+    llm = _chat_openai(qwen_url).bind_tools([get_customer])
+    history: list[Any] = [HumanMessage(QUESTION)]
+    reply = llm.invoke(history)
+    assert [c["name"] for c in reply.tool_calls] == ["get_customer"]
+    history += [reply, get_customer.invoke(reply.tool_calls[0])]
+    final = llm.invoke(history)
+    assert seen == ["cust-1001"] and "pro" in str(final.content).lower()
+
+
+def test_langchain_create_agent(qwen_url: str) -> None:
+    agents = pytest.importorskip("langchain.agents")
+    create_agent: Callable[..., Any] | None = getattr(agents, "create_agent", None)
+    if create_agent is None:
+        pytest.skip("this langchain has no create_agent")
+    get_customer, seen = _langchain_tool()
+    agent = create_agent(_chat_openai(qwen_url), tools=[get_customer])
+    out = agent.invoke({"messages": [{"role": "user", "content": QUESTION}]})
+    assert seen == ["cust-1001"] and "pro" in str(out["messages"][-1].content).lower()
