@@ -23,9 +23,8 @@ __all__ = ["BadRequest", "ChatRequest", "completion_body", "error_body", "parse_
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
-# The parts of a request this server does not act on but clients send as a matter of course.
-_UNSUPPORTED = {"logprobs": True, "top_logprobs": None, "audio": None, "prediction": None, "functions": None,
-                "function_call": None}
+# Request fields this server cannot honour; a request that sets one is refused rather than half-answered.
+_UNSUPPORTED = ("logprobs", "top_logprobs", "audio", "prediction", "functions", "function_call")
 
 
 class BadRequest(LocalToolsError):
@@ -194,8 +193,8 @@ def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperat
     """A chat-completions request body, checked; raises ``BadRequest`` naming the first problem."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
-    for key, allowed in _UNSUPPORTED.items():
-        if body.get(key) not in (None, False) and body.get(key) != allowed:
+    for key in _UNSUPPORTED:
+        if body.get(key) not in (None, False):
             raise BadRequest(f"'{key}' is not supported by this server", key, "unsupported_parameter")
     if body.get("n") not in (None, 1):
         raise BadRequest("'n' must be 1: this server writes one choice per request", "n")

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ._errors import BackendNotInstalled, GenerationTruncated, LocalToolsError, ModelError, TemplateError, ToolCallParseError
@@ -37,7 +37,6 @@ class ServerConfig:
     #: Used when a request sets none (OpenAI's default temperature is 1.0; greedy suits small models).
     default_max_tokens: int = 1024
     default_temperature: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 class _QueueFull(Exception):

@@ -125,6 +125,7 @@ BAD_REQUESTS = [
     ("n above 1", {"messages": USER, "n": 2}, "n"),
     ("json response_format", {"messages": USER, "response_format": {"type": "json_object"}}, "response_format"),
     ("temperature out of range", {"messages": USER, "temperature": 3}, "temperature"),
+    ("logprobs", {"messages": USER, "logprobs": True}, "logprobs"),
 ]
 
 
