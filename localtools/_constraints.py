@@ -75,7 +75,7 @@ def build_grammar(
     if tool_choice == "required":
         g.add("root", calls)
     else:
-        g.add("root", alt(calls, Text(family.call_start, call_openings(family, tools))))
+        g.add("root", alt(calls, Text(family.call_start, _text_avoid(family, tools))))
     # Rules that render as "" (calls-open for Hermes, say) are inlined away for readability.
     _inline_empty(g)
     return g
@@ -100,6 +100,21 @@ def call_openings(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...
     """
     opening = _literal_before(_family_grammar(family).rules["tool-call"], _NAME)
     return tuple(opening + json.dumps(t["function"]["name"]) for t in tools) if opening else ()
+
+
+def _text_avoid(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...]:
+    """How a text answer under "auto" may not open: like a bare call to a given tool, or, when bare
+    calls are JSON objects, "{" and whitespace.
+
+    Small models pretty-print calls ('{\n  "name": "lawsuit_search", ...'); as text that would be
+    a call no grammar checked. Barred from the text branch, the model writes the call in the
+    grammar's compact form, where its name and arguments are constrained. Compact JSON that is not
+    a call (a model echoing a tool result, '{"name": "Ada", "plan": "pro"}') stays text.
+    """
+    openings = call_openings(family, tools)
+    if any(o.startswith("{") for o in openings):
+        openings += tuple("{" + ws for ws in " \n\t\r")
+    return openings
 
 
 def _literal_before(e: Expr, placeholder: str) -> str:

@@ -86,6 +86,8 @@ def test_engines_agree_on_every_family_and_choice(family: str, choice: str) -> N
         " leading space",
         "`code` first",
         '{"name": "Ada", "plan": "pro"}',
+        '{\n  "name": "get_customer", "arguments": {}}',
+        "{ x }",
         body[:-1],
         body[:20] + " and then prose",
     ]
@@ -99,7 +101,8 @@ def test_lark_and_regex_snapshots() -> None:
     # Free text is one llguidance terminal: & (and) and ~ (not) over regexes.
     assert build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto").to_lark().endswith(
         "TEXT_1: /(?s:.+)/ & ~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/ & ~/(?s:.*)\\x{3C}tool\\x{5F}call\\x{3E}(?s:.*)/ & "
-        "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer\\x{22})(?s:.*)/\n"
+        "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer\\x{22}|\\x{7B}\\x{20}|\\x{7B}\\x{A}|\\x{7B}\\x{9}|"
+        "\\x{7B}\\x{D})(?s:.*)/\n"
     )
     assert g.to_lark() == (
         "start: r_root\n"

@@ -73,6 +73,8 @@ def test_tool_choice_modes() -> None:
     assert matches(auto, a_call) and matches(auto, "The plan is pro.")
     assert matches(auto, '{"name": "Ada", "plan": "pro"}')  # an echoed JSON result is text
     assert not matches(auto, '{"name": "get_customer", "arguments": {}}')  # a bare call must be valid
+    # A pretty-printed call may not pass as text: it would be a call no grammar checked.
+    assert not matches(auto, '{\n  "name": "get_customer", "arguments": {}}') and not matches(auto, "{ }")
     assert not matches(auto, "Let me call <tool_call> now") and not matches(auto, "")
     assert matches(required, a_call) and not matches(required, "The plan is pro.")
     assert matches(none, "The plan is pro.") and not matches(none, a_call)
