@@ -62,8 +62,7 @@ class CaseResult:
     decode_seconds: float | None = None
 
 
-def _validate(calls: list[tuple[str, dict[str, Any]]], case: Case) -> str:
-    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) -> str:
     for name, arguments in calls:
         if name not in schemas:
             return f"unknown tool {name!r}"
@@ -75,9 +74,9 @@ def _validate(calls: list[tuple[str, dict[str, Any]]], case: Case) -> str:
 
 
 def _score(result: CaseResult, case: Case, problem: str) -> CaseResult:
-    problem = problem or _validate(result.calls, case)
-    result.valid = not problem
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+    problem = problem or _validate(result.calls, schemas)
+    result.valid = not problem
     verdict = check_calls(result.calls, case.expected, schemas)
     result.correct, result.reason = verdict.ok and not problem, problem or verdict.reason
     return result

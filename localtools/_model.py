@@ -15,7 +15,7 @@ from ._grammar import Grammar, matches
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt, render
 from ._tools import Tool
-from .backends._base import Backend
+from .backends._base import Backend, cut_at_stop
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 
@@ -188,10 +188,9 @@ class Model:
                                  call_openings=call_openings(self.family, specs) if constrained else None)
             parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
-        if stop and not calls:
-            hits = [i for i in (parsed_content.find(s) for s in stop) if i >= 0]
-            if hits:
-                parsed_content, finish = parsed_content[: min(hits)].rstrip(), "stop"
+        before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
+        if before_stop is not None:
+            parsed_content, finish = before_stop.rstrip(), "stop"
         return ChatResult(
             content=parsed_content,
             tool_calls=calls,
