@@ -60,6 +60,8 @@ class CaseResult:
     #: ``None`` where a peer does not report them.
     prompt_seconds: float | None = None
     decode_seconds: float | None = None
+    #: What the model wrote: its text for local modes, the returned message as JSON for a peer.
+    raw: str = ""
 
 
 def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) -> str:
@@ -90,6 +92,7 @@ def _run_peer(peer: Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult
     if reply.error:
         result.reason = reply.error
         return result
+    result.raw = json.dumps(reply.message, ensure_ascii=False)
     result.calls, problem = calls_from_message(reply.message)
     return _score(result, case, problem)
 
@@ -106,8 +109,9 @@ def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> Cas
         reply = model.chat(case.messages, case.tools, tool_choice=mode.tool_choice, constrained=mode.constrained,
                            max_tokens=max_tokens)
     except (ToolCallParseError, GenerationTruncated) as exc:
-        result.reason = f"{type(exc).__name__}: {str(exc)[:200]}"
+        result.reason, result.raw = f"{type(exc).__name__}: {str(exc)[:200]}", exc.raw
         return result
+    result.raw = reply.raw
     result.latency, result.prompt_tokens = reply.latency, reply.prompt_tokens
     result.completion_tokens, result.prompt_seconds, result.decode_seconds = (
         reply.completion_tokens, reply.prompt_seconds, reply.decode_seconds)

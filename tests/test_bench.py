@@ -69,6 +69,7 @@ def test_run_bench_scores_each_mode(tmp_path: Path) -> None:
     assert rows[cons, "all"]["cases"] == 6 and rows[cons, "all"]["accuracy"] == 5 / 6
     unreadable = next(r for r in results if r.mode == free and r.case_id == "simple_python_1")
     assert not unreadable.valid and unreadable.reason.startswith("ToolCallParseError")
+    assert unreadable.raw == "<tool_call>\n{oops\n</tool_call>"  # kept whole for diagnosis
     typed = next(r for r in results if r.mode == free and r.case_id == "simple_python_2")
     assert not typed.valid and "is not of type 'integer'" in typed.reason
 
@@ -145,6 +146,7 @@ def test_openai_peer_is_scored_on_tool_calls_only(tmp_path: Path, openai_server:
     assert cases["simple_python_0"]["correct"] and cases["simple_python_3"]["correct"]
     assert not cases["simple_python_1"]["correct"] and cases["simple_python_1"]["valid"]
     assert cases["simple_python_1"]["calls"] == []
+    assert "```json" in json.loads(cases["simple_python_1"]["raw"])["content"]
     assert not cases["simple_python_2"]["valid"] and "arguments are not JSON" in cases["simple_python_2"]["reason"]
     assert cases["irrelevance_0"]["correct"]
     assert not cases["irrelevance_1"]["correct"] and cases["irrelevance_1"]["reason"].startswith("HTTP 500")
