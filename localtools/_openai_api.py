@@ -6,7 +6,6 @@ a bad request with OpenAI's error JSON and a 400 before the model sees it.
 
 from __future__ import annotations
 
-import json
 import re
 import secrets
 import time
@@ -18,6 +17,7 @@ import jsonschema
 
 from ._errors import LocalToolsError
 from ._model import ChatResult
+from ._parse import decode_arguments
 
 __all__ = ["BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request", "stream_chunks"]
 
@@ -112,15 +112,10 @@ def _history_call(call: Any, where: str, open_calls: dict[str, str]) -> dict[str
     fn = call.get("function") if isinstance(call, dict) else None
     if not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
         raise BadRequest(f"{where} must be {{'id', 'type': 'function', 'function': {{'name', 'arguments'}}}}", where)
-    arguments = fn.get("arguments", "{}")
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as exc:
-            raise BadRequest(f"{where}.function.arguments is not valid JSON ({exc.msg} at character {exc.pos})",
-                             f"{where}.function.arguments") from None
-    if not isinstance(arguments, dict):
-        raise BadRequest(f"{where}.function.arguments must encode a JSON object", f"{where}.function.arguments")
+    try:
+        arguments = decode_arguments(fn.get("arguments", "{}"))
+    except ValueError as exc:
+        raise BadRequest(f"{where}.function.arguments is {exc}", f"{where}.function.arguments") from None
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
         raise BadRequest(f"{where} has no id", f"{where}.id")

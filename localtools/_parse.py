@@ -13,7 +13,7 @@ from typing import Any
 from ._errors import ToolCallParseError
 from ._families import Family
 
-__all__ = ["ParsedReply", "ToolCall", "new_call_id", "parse_reply"]
+__all__ = ["ParsedReply", "ToolCall", "decode_arguments", "new_call_id", "parse_reply"]
 
 _ALNUM = string.ascii_letters + string.digits
 _FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
@@ -28,6 +28,23 @@ def new_call_id(style: str = "call") -> str:
     if style == "alnum9":
         return "".join(secrets.choice(_ALNUM) for _ in range(9))
     return "call_" + secrets.token_hex(12)
+
+
+def decode_arguments(raw: Any) -> dict[str, Any]:
+    """An OpenAI-shaped call's ``arguments`` as an object.
+
+    The API sends a JSON string, and clients read a blank one as no arguments; a dict (our own
+    history) passes as is. Raises ``ValueError`` saying what is wrong, for the caller to place.
+    """
+    value = raw
+    if isinstance(raw, str):
+        try:
+            value = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"not valid JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"not a JSON object (got {type(value).__name__})")
+    return value
 
 
 @dataclass(frozen=True)

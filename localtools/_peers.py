@@ -6,7 +6,6 @@ its ``tool_calls`` field counts as calls: a call written into ``content`` is, to
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from dataclasses import dataclass
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ._errors import BackendNotInstalled, LocalToolsError
+from ._parse import decode_arguments
 
 __all__ = ["LlamaCppPythonPeer", "OpenAIPeer", "Peer", "PeerReply", "calls_from_message", "parse_peer"]
 
@@ -56,11 +56,9 @@ def calls_from_message(message: dict[str, Any]) -> tuple[list[tuple[str, dict[st
         if not isinstance(name, str):
             return calls, f"tool_calls[{index}] has no function name"
         try:
-            arguments = json.loads(raw) if isinstance(raw, str) else raw
-        except json.JSONDecodeError as exc:
-            return calls, f"tool_calls[{index}] ({name}): arguments are not JSON ({exc.msg})"
-        if not isinstance(arguments, dict):
-            return calls, f"tool_calls[{index}] ({name}): arguments are not a JSON object"
+            arguments = decode_arguments(raw)
+        except ValueError as exc:
+            return calls, f"tool_calls[{index}] ({name}): arguments are {exc}"
         calls.append((name, arguments))
     return calls, ""
 

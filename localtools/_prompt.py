@@ -20,6 +20,7 @@ import jinja2
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ._errors import TemplateError
+from ._parse import decode_arguments
 
 __all__ = ["Prompt", "normalize_messages", "render"]
 
@@ -74,14 +75,10 @@ def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         calls = msg.get("tool_calls") or []
         for call in calls:
             fn = call.get("function", call)
-            args = fn.get("arguments", {})
-            if isinstance(args, str):
-                try:
-                    fn["arguments"] = json.loads(args) if args.strip() else {}
-                except json.JSONDecodeError as exc:
-                    raise TemplateError(
-                        f"messages[{i}].tool_calls: arguments of {fn.get('name')!r} are not valid JSON ({exc.msg})"
-                    ) from None
+            try:
+                fn["arguments"] = decode_arguments(fn.get("arguments", {}))
+            except ValueError as exc:
+                raise TemplateError(f"messages[{i}].tool_calls: arguments of {fn.get('name')!r} are {exc}") from None
         out.append(msg)
     return out
 

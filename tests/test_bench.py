@@ -147,7 +147,7 @@ def test_openai_peer_is_scored_on_tool_calls_only(tmp_path: Path, openai_server:
     assert not cases["simple_python_1"]["correct"] and cases["simple_python_1"]["valid"]
     assert cases["simple_python_1"]["calls"] == []
     assert "```json" in json.loads(cases["simple_python_1"]["raw"])["content"]
-    assert not cases["simple_python_2"]["valid"] and "arguments are not JSON" in cases["simple_python_2"]["reason"]
+    assert not cases["simple_python_2"]["valid"] and "arguments are not valid JSON" in cases["simple_python_2"]["reason"]
     assert cases["irrelevance_0"]["correct"]
     assert not cases["irrelevance_1"]["correct"] and cases["irrelevance_1"]["reason"].startswith("HTTP 500")
     rows = {r["category"]: r for r in report["summary"]}

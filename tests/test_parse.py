@@ -85,3 +85,23 @@ def test_unparseable_calls_raise_with_raw_text(text: str, family: str) -> None:
     with pytest.raises(ToolCallParseError) as info:
         parse_reply(text, get_family(family))
     assert info.value.raw == text
+
+
+@pytest.mark.parametrize(("raw", "expected"), [('{"a": 1}', {"a": 1}), ("  ", {}), ({"a": [1]}, {"a": [1]})])
+def test_decode_arguments_reads_openai_call_arguments(raw: object, expected: dict[str, object]) -> None:
+    from localtools._parse import decode_arguments
+
+    assert decode_arguments(raw) == expected
+
+
+@pytest.mark.parametrize(("raw", "problem"), [
+    ('{"a": 1', "not valid JSON (Expecting ',' delimiter at character 7)"),
+    ("[1, 2]", "not a JSON object (got list)"),
+    (None, "not a JSON object (got NoneType)"),
+])
+def test_decode_arguments_names_the_problem(raw: object, problem: str) -> None:
+    from localtools._parse import decode_arguments
+
+    with pytest.raises(ValueError) as info:
+        decode_arguments(raw)
+    assert str(info.value) == problem

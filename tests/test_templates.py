@@ -61,6 +61,9 @@ def test_malformed_history_arguments_are_a_clear_error() -> None:
     bad = [{"role": "assistant", "content": "", "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{oops"}}]}]
     with pytest.raises(TemplateError, match="not valid JSON"):
         render(get_family("qwen2.5").template_source(), bad)
+    bad[0]["tool_calls"][0]["function"]["arguments"] = "[1, 2]"  # JSON, but no object to render as arguments
+    with pytest.raises(TemplateError, match=r"arguments of 'f' are not a JSON object \(got list\)"):
+        render(get_family("qwen2.5").template_source(), bad)
 
 
 def test_detection_from_metadata() -> None:
