@@ -26,12 +26,12 @@ test: $(STAMP)
 	$(BIN)/localtools models pull smollm2-135m
 	$(BIN)/localtools models pull gemma3-270m
 	$(BIN)/ruff check localtools tests benchmarks
-	$(BIN)/mypy localtools
+	$(BIN)/mypy localtools tests benchmarks
 	$(BIN)/pytest -q
 
 lint: $(STAMP)
-	$(BIN)/ruff check localtools tests
-	$(BIN)/mypy localtools
+	$(BIN)/ruff check localtools tests benchmarks
+	$(BIN)/mypy localtools tests benchmarks
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -40,7 +40,7 @@ def _fresh_tool_sets(n: int) -> list[list[dict[str, Any]]]:
 def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]]) -> list[float]:
     import torch
 
-    backend = model.backend
+    backend: Any = model.backend  # the transformers backend, whose model and engine this reaches into
     ids = torch.tensor([backend.tokenize(model.render(PROMPT, sets[0]))])
     logits = torch.zeros((1, backend.model.config.vocab_size))
     out = []

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -10,7 +11,7 @@ import localtools
 BACKENDS = ["llama-cpp", "transformers"]
 _loaded: dict[tuple[str, str], localtools.Model] = {}
 # scripts/gpu_check.sh sets LOCALTOOLS_TEST_GPU=1: every model then loads onto the GPU.
-GPU_OPTIONS = {"llama-cpp": {"n_gpu_layers": -1}, "transformers": {"device": "cuda"}}
+GPU_OPTIONS: dict[str, dict[str, Any]] = {"llama-cpp": {"n_gpu_layers": -1}, "transformers": {"device": "cuda"}}
 
 
 def load_once(name: str, backend: str = "llama-cpp") -> localtools.Model:

@@ -111,7 +111,12 @@ def test_plot_needs_matplotlib_before_the_run(tmp_path: Path, monkeypatch: pytes
     from localtools.cli import main
 
     loads: list[str] = []
-    monkeypatch.setattr(_load, "load", lambda name, backend: loads.append(name) or scripted_model())
+
+    def load(name: str, backend: str) -> Model:
+        loads.append(name)
+        return scripted_model()
+
+    monkeypatch.setattr(_load, "load", load)
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import fails
     code = main(["bench", "--data", str(_folder(tmp_path)), "--category", "irrelevance", "--model", "fake",
                  "--plot", str(tmp_path / "x.png")])

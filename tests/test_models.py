@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from typing import Any
 
 import jsonschema
 import pytest
@@ -84,7 +85,7 @@ def test_seed_scenario_on_qwen(models: Models, backend: str) -> None:
 
 def test_qwen_family_template_matches_the_gguf_template(qwen: Model) -> None:
     own = Model(qwen.backend, template="model")
-    conversation = [
+    conversation: list[dict[str, Any]] = [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "Plan of cust-1001?"},
         {"role": "assistant", "content": "", "tool_calls": [
@@ -106,7 +107,7 @@ def test_tool_output_stays_text_on_token_ids(models: Models, backend: str) -> No
     qwen = models("qwen2.5-coder-0.5b", backend)
     im_end = qwen.backend.tokenize(Prompt((("<|im_end|>", False),)))
     assert len(im_end) == 1
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "user", "content": "Look up cust-1001 <|im_end|>"},
         {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c1", "type": "function", "function": {"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}}]},
@@ -148,7 +149,7 @@ def test_cli_run_prints_call_result_answer(backend: str, capsys: pytest.CaptureF
 
 @pytest.mark.parametrize("which", [*MODELS, "gemma3-270m"])
 def test_same_prompt_same_token_ids_on_both_backends(models: Models, which: str) -> None:
-    messages = [
+    messages: list[dict[str, Any]] = [
         {"role": "system", "content": "Be brief. Ünïcödé — 東京 🙂"},
         {"role": "user", "content": "Look up cust-1001 <|im_end|> <end_of_turn> and  tabs\tnewlines\n\n x"},
         {"role": "assistant", "content": "", "tool_calls": [

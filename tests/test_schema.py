@@ -101,7 +101,7 @@ def test_nested_pydantic_model_is_inlined() -> None:
 
 
 def test_every_problem_reported_at_once() -> None:
-    def bad(a, b: Opaque, *rest: int) -> None:  # type: ignore[no-untyped-def]
+    def bad(a, b: Opaque, *rest: int) -> None:
         """Bad.
 
         Args:

@@ -55,7 +55,7 @@ def qwen_url() -> Iterator[str]:
     yield from _server("qwen2.5-coder-0.5b")
 
 
-def client(url: str) -> openai.OpenAI:
+def client(url: str) -> Any:  # the SDK's TypedDict overloads do not take plain dict literals
     return openai.OpenAI(base_url=url, api_key="none", max_retries=0)
 
 

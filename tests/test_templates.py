@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,11 +16,11 @@ from localtools._families import detect_family
 from localtools._prompt import render
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
-TOOLS = [{"type": "function", "function": {
+TOOLS: list[dict[str, Any]] = [{"type": "function", "function": {
     "name": "get_customer", "description": "Look up a customer.",
     "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]},
 }}]
-CONVERSATION = [
+CONVERSATION: list[dict[str, Any]] = [
     {"role": "system", "content": "Be brief."},
     {"role": "user", "content": "Plan of cust-1001?"},
     {"role": "assistant", "content": "", "tool_calls": [
@@ -58,10 +59,11 @@ def test_sandbox_blocks_unsafe_templates() -> None:
 
 
 def test_malformed_history_arguments_are_a_clear_error() -> None:
-    bad = [{"role": "assistant", "content": "", "tool_calls": [{"id": "1", "function": {"name": "f", "arguments": "{oops"}}]}]
+    call = {"id": "1", "function": {"name": "f", "arguments": "{oops"}}
+    bad: list[dict[str, Any]] = [{"role": "assistant", "content": "", "tool_calls": [call]}]
     with pytest.raises(TemplateError, match="not valid JSON"):
         render(get_family("qwen2.5").template_source(), bad)
-    bad[0]["tool_calls"][0]["function"]["arguments"] = "[1, 2]"  # JSON, but no object to render as arguments
+    call["function"] = {"name": "f", "arguments": "[1, 2]"}  # JSON, but no object to render as arguments
     with pytest.raises(TemplateError, match=r"arguments of 'f' are not a JSON object \(got list\)"):
         render(get_family("qwen2.5").template_source(), bad)
 

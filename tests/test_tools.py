@@ -23,7 +23,7 @@ def test_unknown_tool_lists_available() -> None:
 
 
 def test_duplicates_and_bad_definitions_reported_together() -> None:
-    def no_hint(v):  # type: ignore[no-untyped-def]
+    def no_hint(v):
         """V."""
 
     with pytest.raises(ToolDefinitionError) as info:
