@@ -5,7 +5,8 @@
         [--build-sets 4] [--device cpu]
 
 Modes: per backend, free decoding and constrained decoding (on transformers, once per mask
-engine). Runs alternate across modes so machine noise hits all of them; the table gives medians
+engine; on llama-cpp, masking the whole vocabulary every step and the lazy check that masks only
+when the grammar rejects the greedy token). Runs alternate across modes so machine noise hits all of them; the table gives medians
 and each constrained mode's ratio to its own backend's free mode (seconds per generated token,
 decode only). ``--build-sets N`` also times, per engine, the first mask for N tool sets it has not
 seen (compiling the grammar and the first token mask): tool sets change per request, so this
@@ -80,11 +81,14 @@ def main() -> None:
         if name == "transformers":
             modes += [(f"{name} constrained ({e})", name, e) for e in engines]
         else:
-            modes.append((f"{name} constrained (GBNF)", name, "gbnf"))
+            modes += [(f"{name} constrained (GBNF, full mask)", name, "full"),
+                      (f"{name} constrained (GBNF, lazy check)", name, "lazy")]
 
     def run(backend: str, engine: str | None) -> localtools.ChatResult:
         model = models[backend]
-        if engine not in (None, "gbnf"):
+        if engine in ("full", "lazy"):
+            model.backend.mask = engine  # type: ignore[attr-defined]
+        elif engine is not None:
             model.backend.engine_name = engine  # type: ignore[attr-defined]
         return model.chat(PROMPT, tools, tool_choice="required", constrained=engine is not None, max_tokens=128,
                           retry_repeat_penalties=())
@@ -93,12 +97,15 @@ def main() -> None:
         run(backend, engine)
     per_token: dict[str, list[float]] = {label: [] for label, _, _ in modes}
     tokens: dict[str, int] = {}
+    full_masks = picks = 0
     for _ in range(args.runs):
         for label, backend, engine in modes:
             r = run(backend, engine)
             # The first token's time includes prompt processing; decode covers the rest.
             per_token[label].append(r.decode_seconds / max(r.completion_tokens - 1, 1))
             tokens[label] = r.completion_tokens
+            if engine == "lazy":
+                full_masks, picks = models[backend].backend.mask_stats  # type: ignore[attr-defined]
 
     print(f"model: {args.model}  runs: {args.runs}  (medians; decode only)")
     print(f"{'mode':<40} {'tokens':>6} {'tok/s':>8} {'ms/tok':>8} {'ratio':>6}")
@@ -107,6 +114,8 @@ def main() -> None:
         sec = statistics.median(per_token[label])
         ratio = f"{sec / free[backend]:.2f}" if engine else "1.00"
         print(f"{label:<40} {tokens[label]:>6} {1 / sec:>8.1f} {sec * 1000:>8.1f} {ratio:>6}")
+    if "llama-cpp" in models:
+        print(f"lazy check: {full_masks} of {picks} tokens needed the whole-vocabulary mask")
     if args.build_sets and "transformers" in models:
         print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, median / max:")
         for engine in engines:

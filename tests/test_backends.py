@@ -40,6 +40,14 @@ def test_load_refuses_an_option_the_backend_does_not_take() -> None:
         TransformersBackend("x.gguf", engine="fast")
 
 
+def test_llama_cpp_mask_must_be_lazy_or_full() -> None:
+    pytest.importorskip("llama_cpp")
+    from localtools.backends.llama_cpp import LlamaCppBackend
+
+    with pytest.raises(LocalToolsError, match="mask must be 'lazy' or 'full', not 'fast'"):
+        LlamaCppBackend("x.gguf", mask="fast")  # type: ignore[arg-type]
+
+
 def test_load_refuses_an_unknown_backend() -> None:
     with pytest.raises(LocalToolsError, match="unknown backend 'vllm'; available: llama-cpp, transformers"):
         localtools.load("smollm2-135m", backend="vllm")

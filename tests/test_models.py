@@ -14,6 +14,7 @@ from toolsets import TOOLSETS
 
 import localtools
 from localtools import Agent, Model, Prompt, tool
+from localtools._grammar import Grammar
 
 pytestmark = pytest.mark.model
 
@@ -71,6 +72,49 @@ def get_customer(customer_id: str) -> dict:
     """
     return {"cust-1001": {"name": "Ada Lovelace", "plan": "pro", "status": "active"},
             "cust-1002": {"name": "Alan Turing", "plan": "free", "status": "active"}}[customer_id]
+
+
+def _llama_cpp_python_greedy(model: Model, prompt: Prompt, grammar: Grammar, max_tokens: int,
+                             penalty: float) -> list[int]:
+    """The reference: llama-cpp-python's own sampler chain (penalties, grammar mask every step, greedy)."""
+    import llama_cpp
+
+    llm = model.backend.llm  # type: ignore[attr-defined]
+    llm.reset()
+    out: list[int] = []
+    for token in llm.generate(model.backend.tokenize(prompt), temp=0.0, top_k=1, top_p=1.0, min_p=0.0,
+                              repeat_penalty=penalty,
+                              grammar=llama_cpp.LlamaGrammar.from_string(grammar.to_gbnf(), verbose=False)):
+        if llama_cpp.llama_vocab_is_eog(llm._model.vocab, token) or len(out) == max_tokens:
+            break
+        out.append(token)
+    llm.reset()
+    return out
+
+
+@pytest.mark.parametrize("which", MODELS)
+def test_lazy_grammar_check_picks_the_tokens_the_full_mask_picks(models: Models, which: str) -> None:
+    model = models(which, "llama-cpp")
+    backend: Any = model.backend
+    full_masks = picks = 0
+    for label, tools, question in TOOLSETS[::4]:
+        for choice, penalty in (("required", 1.0), ("auto", 1.0), ("required", 1.3)):
+            prompt = model.render([{"role": "user", "content": question}], tools)
+            grammar = model.grammar(tools, choice)
+            expected = _llama_cpp_python_greedy(model, prompt, grammar, 64, penalty)
+            for mask in ("full", "lazy"):
+                backend.mask = mask
+                # From an empty cache, like the reference: logits of a prompt evaluated in one batch
+                # and of one resumed from a cached prefix differ in the last bits, enough to flip a tie.
+                backend.drop_prompt_cache()
+                gen = backend.generate(prompt, grammar=grammar, max_tokens=64, repeat_penalty=penalty)
+                assert gen.tokens == expected, (label, choice, penalty, mask)
+                if mask == "full":
+                    assert backend.mask_stats[0] == backend.mask_stats[1] > 0
+            full_masks, picks = full_masks + backend.mask_stats[0], picks + backend.mask_stats[1]
+    backend.mask = "lazy"
+    # Most tokens the model prefers are ones the grammar allows: the whole-vocabulary mask is rare.
+    assert full_masks < picks / 2, (full_masks, picks)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import ctypes
 import inspect
 import os
 import time
 from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol
 
 from .._errors import BackendNotInstalled, ModelError
 from .._gguf import read_metadata
@@ -52,9 +53,18 @@ class LlamaCppBackend:
         n_gpu_layers: int = 0,
         n_threads: int | None = None,
         seed: int = 0,
+        mask: Literal["lazy", "full"] = "lazy",
         **llama_kwargs: Any,
     ) -> None:
         llama_cpp = _import()
+        if mask not in ("lazy", "full"):
+            raise ModelError(f"mask must be 'lazy' or 'full', not {mask!r}")
+        #: Greedy decoding under a grammar: "lazy" masks the vocabulary only when the grammar rejects
+        #: the best token (same output, less work); "full" masks every step. See ``_Greedy``.
+        self.mask = mask
+        #: Of the last generation under a grammar: (whole-vocabulary masks, tokens picked).
+        self.mask_stats = (0, 0)
+        self._all: Any = None
         path = Path(path)
         if not path.is_file():
             raise ModelError(f"no GGUF file at {path}")
@@ -83,6 +93,17 @@ class LlamaCppBackend:
         if token_id is None:
             return ""
         return self.llm.detokenize([token_id], special=True).decode("utf-8", errors="replace")
+
+    def _candidates(self) -> Any:
+        """A reusable llama_token_data array over the vocabulary, as numpy (ids filled in once)."""
+        import numpy as np
+
+        if self._all is None:
+            layout = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
+            assert layout.itemsize == ctypes.sizeof(_import().llama_token_data)
+            self._all = np.zeros(self.llm.n_vocab(), dtype=layout)
+            self._all["id"] = np.arange(self.llm.n_vocab(), dtype=np.int32)
+        return self._all
 
     def drop_prompt_cache(self) -> None:
         """Forget the evaluated prefix, so the next prompt is processed from its first token.
@@ -116,38 +137,39 @@ class LlamaCppBackend:
         if room <= 0:
             raise ModelError(f"the prompt has {len(prompt_ids)} tokens, more than the context of {self.n_ctx}")
         max_tokens = min(max_tokens, room)
-        self.llm.set_seed(seed if seed is not None else 0)
-        compiled = _compiled(grammar.to_gbnf()) if grammar is not None else None
+        if temperature > 0:
+            pick: _Picker = _Sampled(self, grammar, temperature, top_p, seed, repeat_penalty)
+        else:
+            pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy")
         out: list[int] = []
         finish = "length"
         start = time.perf_counter()
         first = start
         text = ""
         vocab = self.llm._model.vocab
-        for token in self.llm.generate(
-            prompt_ids,
-            temp=temperature,
-            top_p=top_p,
-            top_k=0 if temperature > 0 else 1,
-            min_p=0.0,
-            repeat_penalty=repeat_penalty,
-            grammar=compiled,
-        ):
-            if not out:
-                first = time.perf_counter()
-            if llama_cpp.llama_vocab_is_eog(vocab, token):
-                finish = "stop"
-                break
-            out.append(token)
-            if stop:
-                text = self.llm.detokenize(out, prev_tokens=prompt_ids).decode("utf-8", errors="ignore")
-                cut = cut_at_stop(text, stop)
-                if cut is not None:
-                    text, finish = cut, "stop"
+        try:
+            self._feed(prompt_ids)
+            while True:
+                token = pick()
+                if not out:
+                    first = time.perf_counter()
+                if llama_cpp.llama_vocab_is_eog(vocab, token):
+                    finish = "stop"
                     break
-            if len(out) >= max_tokens:
-                break
+                out.append(token)
+                if stop:
+                    text = self.llm.detokenize(out, prev_tokens=prompt_ids).decode("utf-8", errors="ignore")
+                    cut = cut_at_stop(text, stop)
+                    if cut is not None:
+                        text, finish = cut, "stop"
+                        break
+                if len(out) >= max_tokens:
+                    break
+                self.llm.eval([token])
+        finally:
+            pick.close()
         end = time.perf_counter()
+        self.mask_stats = (getattr(pick, "full_masks", 0), getattr(pick, "picks", 0))
         if finish != "stop" or not stop:
             text = self.llm.detokenize(out, prev_tokens=prompt_ids).decode("utf-8", errors="replace")
         return Generation(
@@ -158,3 +180,133 @@ class LlamaCppBackend:
             prompt_seconds=first - start,
             decode_seconds=end - first,
         )
+
+    def _feed(self, ids: list[int]) -> None:
+        """Evaluate the prompt, reusing the longest cached prefix (a conversation's earlier turns)."""
+        import numpy as np
+
+        llm = self.llm
+        cached = llm.input_ids[: llm.n_tokens]
+        n = min(len(cached), len(ids))
+        differ = np.flatnonzero(cached[:n] != np.asarray(ids[:n], dtype=cached.dtype))
+        same = int(differ[0]) if len(differ) else n
+        # At least the last prompt token is evaluated again, so the logits are this prompt's.
+        keep = min(same, len(ids) - 1)
+        if keep > 0 and llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+            llm.n_tokens = keep
+        else:
+            llm.reset()
+        llm.eval(ids[llm.n_tokens:])
+
+
+class _Picker(Protocol):
+    def __call__(self) -> int: ...
+
+    def close(self) -> None: ...
+
+
+#: llama-cpp-python's window for the repeat penalty, kept so penalised retries behave as before.
+_PENALTY_LAST_N = 64
+
+
+def _grammar_sampler(llama_cpp: Any, backend: LlamaCppBackend, grammar: Grammar) -> Any:
+    sampler = llama_cpp.llama_sampler_init_grammar(backend.llm._model.vocab, grammar.to_gbnf().encode("utf-8"), b"root")
+    if not sampler:
+        raise ModelError("llama.cpp could not parse the grammar built for these tools")
+    return sampler
+
+
+class _Greedy:
+    """Greedy decoding under an optional grammar.
+
+    ``lazy``: take the best token and ask the grammar about that one token; mask the whole
+    vocabulary only when the grammar rejects it. The choice is the same as masking first (the best
+    token, if allowed, is the best allowed token), and most tokens of a call are ones the grammar
+    allows, so the 151k-entry mask of a Qwen vocabulary is rarely paid. llama.cpp's own server
+    samples this way; llama-cpp-python masks every step.
+    """
+
+    def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, repeat_penalty: float, *, lazy: bool):
+        import numpy
+
+        self.np = numpy
+        self.llama_cpp = llama_cpp = _import()
+        self.ctx = backend.llm._ctx.ctx
+        self.n_vocab = backend.llm.n_vocab()
+        self.penalty = repeat_penalty
+        self.recent: list[int] = []
+        self.lazy = lazy
+        self.full_masks = self.picks = 0
+        self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
+        if self.grammar is not None:
+            self.one = llama_cpp.llama_token_data(0, 0.0, 0.0)
+            self.one_array = llama_cpp.llama_token_data_array(ctypes.pointer(self.one), 1, -1, False)
+            self.all = backend._candidates()
+            self.all_array = llama_cpp.llama_token_data_array(
+                ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
+
+    def _scores(self) -> Any:
+        logits = self.np.ctypeslib.as_array(self.llama_cpp.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
+        if self.penalty == 1.0 or not self.recent:
+            return logits
+        scores = logits.copy()
+        seen = self.np.unique(self.np.asarray(self.recent[-_PENALTY_LAST_N:]))
+        # llama.cpp's rule: shrink positive logits, push negative ones further down.
+        scores[seen] = self.np.where(scores[seen] <= 0, scores[seen] * self.penalty, scores[seen] / self.penalty)
+        return scores
+
+    def __call__(self) -> int:
+        scores = self._scores()
+        token = int(self.np.argmax(scores))
+        if self.grammar is not None:
+            if not (self.lazy and self._allowed(token, float(scores[token]))):
+                token = self._best_allowed(scores)
+            self.llama_cpp.llama_sampler_accept(self.grammar, token)
+            self.picks += 1
+        self.recent.append(token)
+        return token
+
+    def _allowed(self, token: int, logit: float) -> bool:
+        self.one.id, self.one.logit = token, logit
+        self.llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self.one_array))
+        return bool(self.np.isfinite(self.one.logit))
+
+    def _best_allowed(self, scores: Any) -> int:
+        self.full_masks += 1
+        self.all["logit"] = scores
+        self.all_array.size, self.all_array.selected = self.n_vocab, -1
+        self.llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self.all_array))
+        token = int(self.np.argmax(self.all["logit"]))
+        if not self.np.isfinite(self.all["logit"][token]):
+            raise ModelError("the grammar allows no token here (the grammar is broken)")
+        return token
+
+    def close(self) -> None:
+        if self.grammar is not None:
+            self.llama_cpp.llama_sampler_free(self.grammar)
+            self.grammar = None
+
+
+class _Sampled:
+    """Temperature sampling: llama.cpp's sampler chain, the grammar masking every step."""
+
+    def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, temperature: float, top_p: float,
+                 seed: int | None, repeat_penalty: float):
+        self.llama_cpp = llama_cpp = _import()
+        self.ctx = backend.llm._ctx.ctx
+        self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
+        steps = [llama_cpp.llama_sampler_init_penalties(_PENALTY_LAST_N, repeat_penalty, 0.0, 0.0)]
+        if grammar is not None:
+            steps.append(_grammar_sampler(llama_cpp, backend, grammar))
+        steps += [llama_cpp.llama_sampler_init_top_p(top_p, 1), llama_cpp.llama_sampler_init_temp(temperature),
+                  llama_cpp.llama_sampler_init_dist(seed if seed is not None else 0)]
+        for step in steps:  # the chain owns its steps and frees them with itself
+            llama_cpp.llama_sampler_chain_add(self.chain, step)
+
+    def __call__(self) -> int:
+        return int(self.llama_cpp.llama_sampler_sample(self.chain, self.ctx, -1))
+
+    def close(self) -> None:
+        if self.chain is not None:
+            self.llama_cpp.llama_sampler_free(self.chain)
+            self.chain = None
