@@ -137,6 +137,55 @@ def _scan_json(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str
     return calls, "".join(out)
 
 
+def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, int]:
+    """The JSON value of the call block opening at ``at``, and where the block ends.
+
+    The JSON is read before the closing tag is looked for: a string argument may itself contain
+    the closing tag (the grammar allows it), so the first closing tag is not always the block's.
+    """
+    start, end = family.call_start, family.call_end
+    i = at + len(start)
+    while i < len(text) and text[i].isspace():
+        i += 1
+    if text.startswith("```", i):  # free decoding fences the JSON now and then
+        close = text.find(end, i)
+        stop = len(text) if close < 0 else close
+        fenced = _FENCE.fullmatch(text[i:stop].strip())
+        body, after = (fenced.group(1) if fenced else text[i:stop]), (stop if close < 0 else close + len(end))
+        try:
+            return json.loads(body), after
+        except json.JSONDecodeError as exc:
+            raise ToolCallParseError(f"a {start} block does not hold valid JSON ({exc.msg})", raw) from None
+    try:
+        value, j = _DECODER.raw_decode(text, i)
+    except json.JSONDecodeError as exc:
+        raise ToolCallParseError(f"a {start} block does not hold valid JSON ({exc.msg})", raw) from None
+    while j < len(text) and text[j].isspace():
+        j += 1
+    if text.startswith(end, j):
+        return value, j + len(end)
+    if j == len(text):  # a final tag left open at the end of the output still counts
+        return value, j
+    raise ToolCallParseError(f"a {start} block holds more than one JSON value before {end}", raw)
+
+
+def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str]:
+    """Calls in the family's tags, and the text around them."""
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    pos = 0
+    while (at := text.find(family.call_start, pos)) >= 0:
+        kept.append(text[pos:at])
+        value, pos = _tagged_value(text, at, family, raw)
+        found = _calls_from(value, family, raw)
+        if not found:
+            raise ToolCallParseError(
+                f"a {family.call_start} block is not a call (expected name and {family.args_key})", raw)
+        calls += found
+    kept.append(text[pos:])
+    return calls, "".join(kept)
+
+
 def _strip_stops(text: str, family: Family) -> str:
     for stop in family.stop:
         if text.endswith(stop):
@@ -159,21 +208,7 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
     start, end = family.call_start, family.call_end
     calls: list[ToolCall] = []
     if end:
-        # Tagged calls; a final tag left open at the end of the output still counts.
-        pattern = re.compile(re.escape(start) + r"(.*?)(?:" + re.escape(end) + r"|\Z)", re.DOTALL)
-        for m in pattern.finditer(text):
-            inner = m.group(1).strip()
-            fenced = _FENCE.fullmatch(inner)
-            inner = fenced.group(1).strip() if fenced else inner
-            try:
-                value = json.loads(inner)
-            except json.JSONDecodeError as exc:
-                raise ToolCallParseError(f"a {start} block does not hold valid JSON ({exc.msg})", raw) from None
-            found = _calls_from(value, family, raw)
-            if not found:
-                raise ToolCallParseError(f"a {start} block is not a call (expected name and {family.args_key})", raw)
-            calls += found
-        text = pattern.sub("", text)
+        calls, text = _tagged_calls(text, family, raw)
     elif start and not start.startswith("{"):
         # A marker followed by a JSON list of calls (Mistral's [TOOL_CALLS] [...]).
         idx = text.find(start)

@@ -19,6 +19,25 @@ def test_hermes_unclosed_final_tag_and_bare_json() -> None:
     assert names_and_args('{"name": "a", "arguments": {"x": "y"}}\n', "qwen2.5", tolerant=False) == [("a", {"x": "y"})]
 
 
+@pytest.mark.parametrize("tolerant", [True, False])
+def test_a_closing_tag_inside_a_string_argument_does_not_end_the_call(tolerant: bool) -> None:
+    from localtools._constraints import build_grammar
+    from localtools._grammar import matches
+
+    tool = {"type": "function", "function": {"name": "note", "parameters": {
+        "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}
+    # SmolLM2 wrote this under the grammar, which allows any characters inside a string.
+    text = '<tool_call>\n{"name": "note", "arguments": {"text": "}}</tool_call> and `{"}}\n</tool_call>'
+    assert matches(build_grammar(get_family("qwen2.5"), [tool], "required"), text)
+    assert names_and_args(text, "qwen2.5", tolerant) == [("note", {"text": "}}</tool_call> and `{"})]
+
+
+def test_a_call_block_with_two_json_values_is_named() -> None:
+    text = '<tool_call>\n{"name": "a", "arguments": {}}\n{"name": "b", "arguments": {}}\n</tool_call>'
+    with pytest.raises(ToolCallParseError, match="holds more than one JSON value before </tool_call>"):
+        parse_reply(text, get_family("qwen2.5"))
+
+
 def test_tolerant_fenced_json_with_text_around() -> None:
     reply = parse_reply('Sure!\n```json\n{"name": "a", "arguments": {"x": 1}}\n```\nDone.', get_family("qwen2.5"))
     assert reply.content == "Sure!\n\nDone."
