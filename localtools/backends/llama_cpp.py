@@ -295,7 +295,7 @@ class _Sampled:
         self.llama_cpp = llama_cpp = _import()
         self.ctx = backend.llm._ctx.ctx
         self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        steps = [llama_cpp.llama_sampler_init_penalties(_PENALTY_LAST_N, repeat_penalty, 0.0, 0.0)]
+        steps = [llama_cpp.llama_sampler_init_penalties(backend.llm.n_vocab(), _PENALTY_LAST_N, repeat_penalty, 0.0, 0.0)]
         if grammar is not None:
             steps.append(_grammar_sampler(llama_cpp, backend, grammar))
         steps += [llama_cpp.llama_sampler_init_top_p(top_p, 1), llama_cpp.llama_sampler_init_temp(temperature),
