@@ -7,7 +7,6 @@ import inspect
 import os
 import time
 from collections.abc import Sequence
-from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -28,12 +27,6 @@ def _import() -> Any:
     except ImportError as exc:
         raise BackendNotInstalled(f"the llama-cpp backend needs llama-cpp-python: {INSTALL_HINT}") from exc
     return llama_cpp
-
-
-@lru_cache(maxsize=64)
-def _compiled(gbnf: str) -> Any:
-    # Grammars are rebuilt per request from the tools; identical tool sets share one parse.
-    return _import().LlamaGrammar.from_string(gbnf, verbose=False)
 
 
 class LlamaCppBackend:
@@ -294,10 +287,11 @@ class _Sampled:
                  seed: int | None, repeat_penalty: float):
         self.llama_cpp = llama_cpp = _import()
         self.ctx = backend.llm._ctx.ctx
+        # The grammar first: it is the one step that can fail, and then nothing is left to free.
+        masked = [_grammar_sampler(llama_cpp, backend, grammar)] if grammar is not None else []
         self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        steps = [llama_cpp.llama_sampler_init_penalties(backend.llm.n_vocab(), _PENALTY_LAST_N, repeat_penalty, 0.0, 0.0)]
-        if grammar is not None:
-            steps.append(_grammar_sampler(llama_cpp, backend, grammar))
+        steps = [llama_cpp.llama_sampler_init_penalties(backend.llm.n_vocab(), _PENALTY_LAST_N, repeat_penalty, 0.0, 0.0),
+                 *masked]
         steps += [llama_cpp.llama_sampler_init_top_p(top_p, 1), llama_cpp.llama_sampler_init_temp(temperature),
                   llama_cpp.llama_sampler_init_dist(seed if seed is not None else 0)]
         for step in steps:  # the chain owns its steps and frees them with itself
