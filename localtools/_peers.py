@@ -78,16 +78,13 @@ class LlamaCppPythonPeer:
 
     def __init__(self, path: str | Path, *, model: str | None = None, n_ctx: int = 4096, n_gpu_layers: int = 0,
                  n_threads: int | None = None) -> None:
-        try:
-            import llama_cpp
-        except ImportError as exc:
-            raise BackendNotInstalled("the llama-cpp-python peer needs llama-cpp-python: pip install "
-                                      "'localtools[llama-cpp]'") from exc
-        self._llama_cpp = llama_cpp
+        from .backends.llama_cpp import _import, open_llama
+
+        self._llama_cpp = _import()
         self.model = model or Path(path).stem
-        self.llm = llama_cpp.Llama(model_path=str(path), chat_format="chatml-function-calling", n_ctx=n_ctx,
-                                   n_gpu_layers=n_gpu_layers, n_threads=n_threads or os.cpu_count() or 1,
-                                   verbose=False)
+        # Loaded as our backend loads it, so a CPU whose AMX kernels crash runs the peer too.
+        self.llm, _ = open_llama(path, chat_format="chatml-function-calling", n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
+                                 n_threads=n_threads)
         self._max_tokens = 256
         unbounded = self.llm.create_completion
 
@@ -96,7 +93,7 @@ class LlamaCppPythonPeer:
                 kwargs["max_tokens"] = self._max_tokens
             return unbounded(*args, **kwargs)
 
-        self.llm.create_completion = bounded  # type: ignore[method-assign]
+        self.llm.create_completion = bounded
 
     def _perf(self) -> tuple[float, float] | None:
         # llama.cpp's own counters: the handler makes several completions per reply and streams none.
@@ -113,14 +110,14 @@ class LlamaCppPythonPeer:
         before = self._perf()
         start = time.perf_counter()
         try:
-            response = self.llm.create_chat_completion(messages=messages, tools=tools, tool_choice=tool_choice,  # type: ignore[arg-type]
+            response = self.llm.create_chat_completion(messages=messages, tools=tools, tool_choice=tool_choice,
                                                        temperature=0.0, max_tokens=max_tokens)
         except (ValueError, RuntimeError, KeyError, AssertionError) as exc:
             return PeerReply({}, time.perf_counter() - start, error=f"{type(exc).__name__}: {exc}")
         latency = time.perf_counter() - start
         after = self._perf()
-        usage = response.get("usage") or {}  # type: ignore[union-attr]
-        reply = PeerReply(dict(response["choices"][0]["message"]), latency,  # type: ignore[index]
+        usage = response.get("usage") or {}
+        reply = PeerReply(dict(response["choices"][0]["message"]), latency,
                           usage.get("prompt_tokens", 0), usage.get("completion_tokens", 0))
         if before is not None and after is not None:
             reply.prompt_seconds, reply.decode_seconds = after[0] - before[0], after[1] - before[1]

@@ -5,10 +5,13 @@ from __future__ import annotations
 import ctypes
 import inspect
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, ClassVar, Literal, Protocol
 
 from .._errors import BackendNotInstalled, ModelError
 from .._gguf import read_metadata
@@ -16,7 +19,7 @@ from .._grammar import Grammar
 from .._prompt import Prompt
 from ._base import Generation, cut_at_stop
 
-__all__ = ["LlamaCppBackend"]
+__all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
 
 INSTALL_HINT = "pip install 'localtools[llama-cpp]'  (builds llama-cpp-python; a few minutes on a laptop)"
 
@@ -29,6 +32,97 @@ def _import() -> Any:
     return llama_cpp
 
 
+@dataclass(frozen=True)
+class ExtraBuffers:
+    """Whether llama.cpp loads weights into its extra CPU buffer types, and why."""
+
+    use: bool
+    reason: str
+
+
+def system_info() -> str:
+    """llama.cpp's own one-line report of the features it was built with."""
+    return str(_import().llama_print_system_info().decode("utf-8", errors="replace")).strip()
+
+
+def build_features(info: str) -> frozenset[str]:
+    """The features ``system_info`` reports as on, e.g. ``{"AVX2", "AMX_INT8", "REPACK"}``."""
+    on = set()
+    for item in info.split("|"):
+        name, sep, value = item.rpartition("=")
+        # "CPU : SSE3 = 1" names its backend first.
+        name = name.rpartition(":")[2].strip()
+        if sep and name and value.strip() == "1":
+            on.add(name)
+    return frozenset(on)
+
+
+def extra_buffers_choice(setting: str, cpu_flags: frozenset[str], built: frozenset[str]) -> ExtraBuffers:
+    """Decide ``use_extra_bufts`` from the option, the CPU's flags and llama.cpp's build features.
+
+    Extra buffer types hold weights repacked for the CPU's kernels (llama.cpp's default; their speed
+    depends on CPU and quantization, see BENCHMARKS.md) and, where llama.cpp was built with AMX, its
+    AMX matrix multiply. That AMX path crashes on any prompt
+    of more than one token in the llama.cpp that llama-cpp-python 0.3.36 vendors, so ``auto`` turns
+    extra buffers off exactly where it would run: an AMX build on a CPU that has (or may have) AMX.
+    """
+    if setting == "on":
+        return ExtraBuffers(True, "on: forced by extra_buffers='on'")
+    if setting == "off":
+        return ExtraBuffers(False, "off: forced by extra_buffers='off'")
+    if setting != "auto":
+        raise ModelError(f"extra_buffers must be 'auto', 'on' or 'off', not {setting!r}")
+    cpu_amx = bool({"amx_tile", "amx_int8"} & cpu_flags)
+    if "AMX_INT8" in built and (cpu_amx or not cpu_flags):
+        where = "this CPU has AMX" if cpu_amx else "this CPU's features are unknown"
+        return ExtraBuffers(False, f"off: llama.cpp was built with AMX and {where}; its AMX matrix multiply crashes "
+                                   "on multi-token prompts (extra_buffers='on' forces it)")
+    why = "this CPU has no AMX" if "AMX_INT8" in built else "this llama.cpp build has no AMX kernels"
+    return ExtraBuffers(True, f"on: weights repacked for this CPU's kernels ({why})")
+
+
+#: llama-cpp-python builds its model parameters inside ``Llama.__init__`` with no argument for some
+#: fields; they are set by wrapping the default-params call for the duration of one load.
+_PARAMS_LOCK = threading.Lock()
+
+
+@contextmanager
+def _model_params(llama_cpp: Any, **fields: Any) -> Iterator[None]:
+    module = llama_cpp.llama_cpp
+    original = module.llama_model_default_params
+
+    def with_fields() -> Any:
+        params = original()
+        for name, value in fields.items():
+            setattr(params, name, value)
+        return params
+
+    with _PARAMS_LOCK:
+        module.llama_model_default_params = with_fields
+        try:
+            yield
+        finally:
+            module.llama_model_default_params = original
+
+
+def open_llama(path: str | Path, *, extra_buffers: str = "auto", n_threads: int | None = None,
+               **llama_kwargs: Any) -> tuple[Any, ExtraBuffers]:
+    """A ``llama_cpp.Llama`` loaded with the extra-buffers choice for this CPU and build."""
+    from .._machine import machine
+
+    llama_cpp = _import()
+    choice = extra_buffers_choice(extra_buffers, machine().cpu_flags, build_features(system_info()))
+    try:
+        with _model_params(llama_cpp, use_extra_bufts=choice.use):
+            llm = llama_cpp.Llama(model_path=str(path), n_threads=n_threads or os.cpu_count() or 1, verbose=False,
+                                  **llama_kwargs)
+    except (ValueError, RuntimeError) as exc:
+        raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
+    if bool(llm.model_params.use_extra_bufts) != choice.use:
+        raise ModelError("this llama-cpp-python ignores use_extra_bufts; localtools needs llama-cpp-python==0.3.36")
+    return llm, choice
+
+
 class LlamaCppBackend:
     """Runs a GGUF file through llama.cpp.
 
@@ -37,6 +131,19 @@ class LlamaCppBackend:
     """
 
     name = "llama-cpp"
+    #: For ``localtools doctor``: the distributions this backend needs, its grammar engines'
+    #: distributions (llama.cpp's own GBNF sampler), options to try again with after a crash, and
+    #: the fix for each way it dies.
+    packages: ClassVar[tuple[str, ...]] = ("llama-cpp-python",)
+    install_hint: ClassVar[str] = INSTALL_HINT
+    engine_packages: ClassVar[tuple[str, ...]] = ()
+    after_crash: ClassVar[dict[str, Any]] = {"extra_buffers": "off"}
+    crash_fixes: ClassVar[dict[str, str]] = {
+        "SIGILL": "llama-cpp-python was compiled for another CPU (pip reuses a wheel built with -march=native "
+                  "elsewhere): pip install --no-cache-dir --force-reinstall llama-cpp-python==0.3.36",
+        "*": "rebuild llama-cpp-python for any x86 CPU: CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install --no-cache-dir "
+             "--force-reinstall llama-cpp-python==0.3.36; if it still crashes, report it with this output",
+    }
 
     def __init__(
         self,
@@ -47,6 +154,7 @@ class LlamaCppBackend:
         n_threads: int | None = None,
         seed: int = 0,
         mask: Literal["lazy", "full"] = "lazy",
+        extra_buffers: Literal["auto", "on", "off"] = "auto",
         **llama_kwargs: Any,
     ) -> None:
         llama_cpp = _import()
@@ -66,21 +174,25 @@ class LlamaCppBackend:
         unknown = sorted(set(llama_kwargs) - set(inspect.signature(llama_cpp.Llama).parameters))
         if unknown:
             raise ModelError(f"llama_cpp.Llama takes no option {', '.join(unknown)} (is it meant for another backend?)")
-        try:
-            self.llm = llama_cpp.Llama(
-                model_path=str(path),
-                n_ctx=n_ctx,
-                n_gpu_layers=n_gpu_layers,
-                n_threads=n_threads or os.cpu_count() or 1,
-                seed=seed,
-                verbose=False,
-                **llama_kwargs,
-            )
-        except (ValueError, RuntimeError) as exc:
-            raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
+        #: The llama_cpp.Llama, and whether its weights went into extra CPU buffer types, and why.
+        self.llm, self.extra_buffers = open_llama(path, extra_buffers=extra_buffers, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
+                                                  n_threads=n_threads, seed=seed, **llama_kwargs)
         self.n_ctx = n_ctx
         self.bos_token = self._token_text(self.metadata.get("tokenizer.ggml.bos_token_id"))
         self.eos_token = self._token_text(self.metadata.get("tokenizer.ggml.eos_token_id"))
+
+    @staticmethod
+    def build_info() -> dict[str, str]:
+        """What this build of llama.cpp can do here (for ``localtools doctor``)."""
+        from .._machine import machine
+
+        llama_cpp = _import()
+        info = system_info()
+        return {
+            "llama.cpp system info": info,
+            "GPU offload": "yes" if llama_cpp.llama_supports_gpu_offload() else "no (a CPU-only build)",
+            "extra buffers (auto)": extra_buffers_choice("auto", machine().cpu_flags, build_features(info)).reason,
+        }
 
     def _token_text(self, token_id: int | None) -> str:
         if token_id is None:
