@@ -10,13 +10,28 @@ from ._catalog import default_model, resolve_model
 from ._errors import LocalToolsError
 from ._model import Model
 
-__all__ = ["BACKENDS", "load"]
+__all__ = ["BACKENDS", "backend_class", "load"]
 
 #: Backend name -> "module:class". A new backend is one line here.
 BACKENDS = {
     "llama-cpp": "localtools.backends.llama_cpp:LlamaCppBackend",
     "transformers": "localtools.backends.transformers:TransformersBackend",
 }
+
+
+def backend_class(backend: str) -> Any:
+    """The class behind a backend name, or behind ``"module:Class"`` for a backend of your own.
+
+    Importing a backend's module imports no heavy library; that waits for the first load.
+    """
+    spec = BACKENDS.get(backend) or (backend if ":" in backend else None)
+    if spec is None:
+        raise LocalToolsError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)} (or MODULE:CLASS)")
+    module_name, _, cls_name = spec.partition(":")
+    try:
+        return getattr(importlib.import_module(module_name), cls_name)
+    except (ImportError, AttributeError) as exc:
+        raise LocalToolsError(f"backend {backend!r}: cannot import {spec}: {exc}") from None
 
 
 def load(
@@ -34,10 +49,7 @@ def load(
     ``n_ctx=8192`` for llama-cpp; ``device="cuda"``, ``dtype="bfloat16"`` or
     ``engine="xgrammar"`` for transformers.
     """
-    if backend not in BACKENDS:
-        raise LocalToolsError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
-    module_name, _, cls_name = BACKENDS[backend].partition(":")
-    cls = getattr(importlib.import_module(module_name), cls_name)
+    cls = backend_class(backend)
     accepted = inspect.signature(cls).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
         unknown = sorted(set(backend_options) - set(accepted))

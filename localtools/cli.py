@@ -17,6 +17,7 @@ EPILOG = """examples:
   localtools run "Plan of cust-1001?" --tools ./my_tools.py:get_customer --trace trace.jsonl
   localtools render "What time is it?" --tools localtools.examples:ALL --family qwen2.5
   localtools models pull qwen2.5-coder-0.5b
+  localtools doctor                 # something fails? what the machine is and whether each backend generates
   localtools serve --model qwen2.5-coder-0.5b --port 8000   # then base_url="http://127.0.0.1:8000/v1"
   localtools bench --bfcl --category simple_python --category irrelevance --sample 20 --json bench.json
   localtools bench --sample 40 --peer llama-cpp-python --peer openai:http://127.0.0.1:8080/v1 --plot bench.png
@@ -62,6 +63,10 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--template", help="'model' to use the GGUF's own chat template, or a Jinja file")
     p.add_argument("--n-gpu-layers", type=int, help="llama-cpp: layers to offload to the GPU (-1: all; needs a CUDA build)")
     p.add_argument("--n-ctx", type=int, help="llama-cpp: context size in tokens (default 4096)")
+    p.add_argument("--extra-buffers", choices=["auto", "on", "off"],
+                   help="llama-cpp: load weights into llama.cpp's extra CPU buffer types (repacked for faster "
+                   "kernels). auto (default): on, except where llama.cpp was built with AMX and the CPU has it, "
+                   "whose AMX kernels crash")
     p.add_argument("--device", help="transformers: cpu, cuda or auto (default auto: CUDA when torch sees one)")
     p.add_argument("--dtype", help="transformers: auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--engine", choices=["llguidance", "xgrammar", "outlines_core"],
@@ -156,6 +161,21 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="for requests that set none (default 0: greedy; OpenAI's own default is 1.0)")
     serve.add_argument("--name", help="the model id clients see (default: the --model name)")
 
+    doctor = sub.add_parser(
+        "doctor", help="if something fails: the machine, the installed backends and models, and a test generation",
+        description="Print the machine (CPU model and features, cores, memory, GPUs), llama.cpp's and torch's own "
+        "build info, each backend and grammar engine with its version, the cached models with size and sha256 "
+        "status, then run a short generation per installed backend in a child process (so a crash is reported, "
+        "not suffered) and say ok, crashed (with the signal) or error, each with its fix. Exit code 1 when an "
+        "installed backend cannot generate.")
+    doctor.add_argument("--backend", action="append", choices=["llama-cpp", "transformers"],
+                        help="check only this backend (repeatable; default: every backend)")
+    doctor.add_argument("--model", "-m", help="the model to generate with (default: the smallest cached catalog model "
+                        "each backend runs on)")
+    doctor.add_argument("--no-generate", action="store_true", help="skip the test generations")
+    doctor.add_argument("--no-checksum", action="store_true", help="skip hashing the cached models (seconds per GB)")
+    doctor.add_argument("--timeout", type=float, default=600, help="seconds a test generation may take (default 600)")
+
     models = sub.add_parser("models", help="list or download catalog models")
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     msub.add_parser("list", help="one model a line: name, family, backends, size, where it is cached")
@@ -169,8 +189,8 @@ def _load_model(args: argparse.Namespace) -> Any:
     from ._load import load
 
     # Only the options given on the command line; each backend rejects those it does not take.
-    given = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx, "device": args.device, "dtype": args.dtype,
-             "engine": args.engine}
+    given = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx, "extra_buffers": args.extra_buffers,
+             "device": args.device, "dtype": args.dtype, "engine": args.engine}
     options = {k: v for k, v in given.items() if v is not None}
     return load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
 
@@ -286,6 +306,18 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from ._doctor import diagnose, render
+
+    def progress(step: str) -> None:
+        print(f"… {step}", file=sys.stderr, flush=True)
+
+    report = diagnose(backends=args.backend, model=args.model, checksums=not args.no_checksum,
+                      generate=not args.no_generate, timeout=args.timeout, progress=progress)
+    print(render(report, generate=not args.no_generate))
+    return 1 if report.failed else 0
+
+
 def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str]) -> tuple[dict[tuple[str, str], Any], list[Any]]:
     from ._bench import Mode
     from ._catalog import resolve_model
@@ -392,7 +424,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models,
-                "bench": _cmd_bench, "serve": _cmd_serve}
+                "bench": _cmd_bench, "serve": _cmd_serve, "doctor": _cmd_doctor}
     try:
         return handlers[args.command](args)
     except LocalToolsError as exc:

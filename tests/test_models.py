@@ -9,7 +9,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import BACKENDS
+from conftest import BACKENDS, PROBE_MODEL, backend_probe, require_backend
 from toolsets import TOOLSETS
 
 import localtools
@@ -20,6 +20,32 @@ pytestmark = pytest.mark.model
 
 MODELS = ["smollm2-135m", "qwen2.5-coder-0.5b"]
 Models = Callable[[str, str], Model]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_each_backend_generates_in_a_child_process(backend: str) -> None:
+    # A native crash (llama.cpp's AMX kernels, a torch built for another CPU) kills the process it runs
+    # in: asked in a child, it fails this test and the tests that need the backend skip.
+    result = backend_probe(backend)
+    assert result.ok, f"{backend} cannot generate with {PROBE_MODEL}: {result.describe()}; run `localtools doctor`"
+    assert result.measured["prompt_tokens"] > 1 and result.measured["tokens"] > 1
+
+
+def test_extra_buffers_reach_llama_cpp(models: Models) -> None:
+    from localtools._machine import machine
+    from localtools.backends.llama_cpp import LlamaCppBackend, build_features, extra_buffers_choice, system_info
+
+    default: Any = models("smollm2-135m", "llama-cpp").backend
+    expected = extra_buffers_choice("auto", machine().cpu_flags, build_features(system_info()))
+    assert default.extra_buffers == expected
+    assert bool(default.llm.model_params.use_extra_bufts) is expected.use
+    off = LlamaCppBackend(default.path, extra_buffers="off")
+    assert off.extra_buffers.use is False and not off.llm.model_params.use_extra_bufts
+    try:
+        result = Model(off).chat([{"role": "user", "content": "Plan of cust-1001?"}], [get_customer], tool_choice="required")
+    finally:
+        off.llm.close()
+    assert [c.name for c in result.tool_calls][:1] == ["get_customer"]
 
 
 def assert_valid(result: localtools.ChatResult, tools: list[dict]) -> None:
@@ -194,6 +220,7 @@ def test_max_tokens_cut_call_is_typed_error(models: Models, backend: str) -> Non
 def test_cli_run_prints_call_result_answer(backend: str, capsys: pytest.CaptureFixture[str], tmp_path) -> None:
     from localtools.cli import main
 
+    require_backend(backend)
     trace = tmp_path / "t.jsonl"
     code = main(["run", "What subscription plan is customer cust-1001 using?", "--model", "qwen2.5-coder-0.5b",
                  "--backend", backend, "--tools", "localtools.examples:get_customer", "--trace", str(trace)])
@@ -279,6 +306,7 @@ def test_bench_small_real_run_on_smollm(tmp_path) -> None:
     from localtools._bfcl import CATEGORIES
     from localtools.cli import main
 
+    require_backend("llama-cpp")
     out, png = tmp_path / "bench.json", tmp_path / "bench.png"
     assert main(["bench", "--bfcl", "--model", "smollm2-135m", "--sample", "3", "--max-tokens", "128",
                  "--peer", "llama-cpp-python", "--json", str(out), "--plot", str(png)]) == 0
@@ -295,3 +323,15 @@ def test_bench_small_real_run_on_smollm(tmp_path) -> None:
                if c["mode"].endswith("constrained auto"))
     assert constrained["grammar_overhead_ratio"] > 0 and constrained["generated_tokens_per_s"] > 0
     assert all(0 <= r["accuracy"] <= 1 and 0 <= r["valid_rate"] <= 1 for r in report["summary"])
+
+
+def test_doctor_reports_every_installed_backend_ok(capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli import main
+
+    code = main(["doctor", "--no-checksum", "--model", "smollm2-135m"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    for backend in BACKENDS:
+        assert f"\n  {backend:<13} ok: " in out, out
+    assert "llama.cpp system info: CPU : " in out and "extra buffers (auto): " in out
+    assert "every installed backend generates" in out

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from conftest import require_backend
 
 pytestmark = pytest.mark.model
 
@@ -37,6 +38,7 @@ CUSTOMER = {"type": "function", "function": {"name": "get_customer", "descriptio
 
 
 def _server(model: str, *options: str) -> Iterator[str]:
+    require_backend("llama-cpp")
     proc, url = serve_load.start_server(model, *options)
     try:
         yield url

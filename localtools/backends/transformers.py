@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from .._errors import BackendNotInstalled, LocalToolsError, ModelError
 from .._gguf import read_metadata
@@ -112,6 +112,28 @@ class TransformersBackend:
     """
 
     name = "transformers"
+    #: For ``localtools doctor``: the distributions this backend needs, its grammar engines'
+    #: distributions, options to try again with after a crash, and the fix for each way it dies.
+    packages: ClassVar[tuple[str, ...]] = ("torch", "transformers", "outlines", "gguf")
+    install_hint: ClassVar[str] = INSTALL_HINT
+    engine_packages: ClassVar[tuple[str, ...]] = ("xgrammar", "llguidance", "outlines_core")
+    after_crash: ClassVar[dict[str, Any]] = {}
+    crash_fixes: ClassVar[dict[str, str]] = {
+        "SIGILL": "torch was built for another CPU: pip install --force-reinstall torch==2.13.0",
+        "*": "reinstall the CPU build of torch (pip install --force-reinstall torch==2.13.0) and run "
+             "localtools doctor again; if it still crashes, report it with this output",
+    }
+
+    @staticmethod
+    def build_info() -> dict[str, str]:
+        """What this torch can do here (for ``localtools doctor``)."""
+        torch, _ = _import()
+        cuda = torch.cuda.is_available()
+        return {
+            "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU threads",
+            "CUDA": f"yes: {torch.cuda.get_device_name(0)} (torch CUDA {torch.version.cuda})" if cuda
+            else "no (device='cpu')",
+        }
 
     def __init__(
         self,

@@ -1,0 +1,199 @@
+"""``localtools doctor``: what this machine is, what is installed, and whether each backend can generate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib import metadata
+from typing import Any
+
+from ._catalog import cache_dir, catalog, verify
+from ._load import BACKENDS, backend_class
+from ._machine import Machine, machine
+from ._probe import ProbeResult, build_info, probe
+
+__all__ = ["BackendReport", "Report", "diagnose", "fix_for"]
+
+
+@dataclass
+class BackendReport:
+    name: str
+    #: Distribution name -> version, or None where it is missing.
+    packages: dict[str, str | None]
+    engines: dict[str, str | None]
+    install_hint: str
+    build: dict[str, str] = field(default_factory=dict)
+    #: The generation under the backend's defaults, then (after a crash) under ``after_crash``.
+    probes: list[ProbeResult] = field(default_factory=list)
+    fix: str = ""
+
+    @property
+    def installed(self) -> bool:
+        return all(v is not None for v in self.packages.values())
+
+    @property
+    def ok(self) -> bool | None:
+        """True when it generated with its defaults, False when not, None when not checked."""
+        return self.probes[0].ok if self.probes else None
+
+
+@dataclass
+class Report:
+    machine: Machine
+    backends: list[BackendReport]
+    #: Catalog name -> (size in bytes, "ok", "mismatch", "not checked") for each cached model.
+    models: dict[str, tuple[int, str]]
+    probe_model: str | None
+
+    @property
+    def failed(self) -> bool:
+        installed = [b for b in self.backends if b.installed]
+        return not installed or any(b.ok is False for b in installed)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def fix_for(cls: Any, first: ProbeResult, retried: ProbeResult | None) -> str:
+    """The advice for a backend whose probe under its defaults did not succeed."""
+    if first.status == "crashed":
+        if retried is not None and retried.ok:
+            flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in retried.options.items())
+            args = ", ".join(f"{k}={v!r}" for k, v in retried.options.items())
+            return (f"it generates with {args}: pass {flags} on the command line or localtools.load(..., {args}); "
+                    "please report this CPU and build (the output above) so the default can learn it")
+        fixes = getattr(cls, "crash_fixes", {})
+        return str(fixes.get(first.signal or "", fixes.get("*", "report it with this output")))
+    if first.status == "timeout":
+        return "it did not finish a 24-token generation in time: check that no other process holds the CPU or GPU"
+    return "the error above says what failed; where it names no fix, please report it with this output"
+
+
+def _probe_model(backend: str, requested: str | None) -> str | None:
+    if requested:
+        return requested
+    cached = [e for e in catalog().values() if e.cached and backend in e.backends]
+    return min(cached, key=lambda e: e.size).name if cached else None
+
+
+def diagnose(
+    *,
+    backends: list[str] | None = None,
+    model: str | None = None,
+    checksums: bool = True,
+    generate: bool = True,
+    timeout: float = 600,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Report:
+    """Look at the machine, the installed backends and the cached models; probe each backend."""
+    reports: list[BackendReport] = []
+    models: dict[str, tuple[int, str]] = {}
+    for entry in catalog().values():
+        if entry.cached:
+            if checksums:
+                progress(f"checking {entry.name}'s sha256")
+            state = ("ok" if verify(entry.name) else "mismatch") if checksums else "not checked"
+            models[entry.name] = (entry.size, state)
+    chosen = None
+    for name in backends or list(BACKENDS):
+        cls = backend_class(name)
+        # A backend of your own ("module:Class") may declare none of these.
+        report = BackendReport(
+            name=name,
+            packages={d: _version(d) for d in getattr(cls, "packages", ())},
+            engines={d: _version(d) for d in getattr(cls, "engine_packages", ())},
+            install_hint=getattr(cls, "install_hint", ""),
+        )
+        reports.append(report)
+        if not report.installed:
+            continue
+        progress(f"reading {name}'s build")
+        report.build = build_info(name)
+        target = _probe_model(name, model)
+        if not generate or target is None:
+            continue
+        chosen = chosen or target
+        progress(f"generating with {name} on {target} in a child process")
+        first = probe(name, target, timeout=timeout)
+        report.probes.append(first)
+        retried = None
+        safe = getattr(cls, "after_crash", {})
+        if first.status == "crashed" and safe:
+            progress(f"{name} crashed; trying again with {safe}")
+            retried = probe(name, target, safe, timeout=timeout)
+            report.probes.append(retried)
+        if not first.ok:
+            report.fix = fix_for(cls, first, retried)
+    return Report(machine(), reports, models, chosen if generate else None)
+
+
+#: The features a user asks about, as /proc/cpuinfo spells them.
+_HEADLINE = {"AVX2": {"avx2"}, "AVX-512": {"avx512f"}, "AMX": {"amx_tile", "amx_int8"}}
+
+
+def _gib(n: int | None) -> str:
+    return "unknown" if n is None else f"{n / 2**30:.1f} GiB"
+
+
+def render(report: Report, *, generate: bool = True) -> str:
+    """The report as the text ``localtools doctor`` prints."""
+    m = report.machine
+    features = m.features()
+    lacking = [label for label, flags in _HEADLINE.items() if not flags & m.cpu_flags]
+    lines = [
+        "machine",
+        f"  CPU        {m.cpu_model} ({m.cores} cores)",
+        f"  features   {' '.join(features) or 'unknown'}" + (f"  (no {', no '.join(lacking)})" if lacking and m.cpu_flags
+                                                              else ""),
+        f"  memory     {_gib(m.memory_bytes)}",
+        f"  GPU        {'; '.join(m.gpus) if m.gpus else 'none found (nvidia-smi lists none)'}",
+        "",
+        "backends",
+    ]
+    for b in report.backends:
+        packages = ", ".join(f"{d} {v or 'missing'}" for d, v in b.packages.items())
+        lines.append(f"  {b.name:<13} {'installed' if b.installed else 'not installed'}: {packages}")
+        if b.engines:
+            lines.append(f"  {'':<13} grammar engines: " + ", ".join(f"{d} {v or 'missing'}" for d, v in b.engines.items()))
+        else:
+            lines.append(f"  {'':<13} grammar engine: llama.cpp's GBNF sampler (built in)")
+        if not b.installed:
+            lines.append(f"  {'':<13} install: {b.install_hint}")
+        for key, value in b.build.items():
+            lines.append(f"  {'':<13} {key}: {value}")
+    lines += ["", f"models (in {cache_dir()})"]
+    for entry in catalog().values():
+        if entry.name in report.models:
+            size, state = report.models[entry.name]
+            note = {"ok": "sha256 ok", "mismatch": f"sha256 MISMATCH: localtools models pull {entry.name} --force",
+                    "not checked": "sha256 not checked"}[state]
+            lines.append(f"  {entry.name:<20} {size / 1e6:>6.0f} MB  {note}")
+        else:
+            lines.append(f"  {entry.name:<20} not downloaded (localtools models pull {entry.name})")
+    if generate:
+        where = f"on {report.probe_model}" if report.probe_model else "(no cached model)"
+        lines += ["", f"generation (a child process per backend, {where})"]
+        for b in report.backends:
+            if not b.installed:
+                lines.append(f"  {b.name:<13} not installed")
+                continue
+            if not b.probes:
+                lines.append(f"  {b.name:<13} not checked: no cached model runs on it (localtools models pull smollm2-135m)")
+                continue
+            for i, p in enumerate(b.probes):
+                label = b.name if i == 0 else f"  with {', '.join(f'{k}={v}' for k, v in p.options.items())}"
+                lines.append(f"  {label:<13} {p.describe()}")
+            if b.fix:
+                lines.append(f"  {'':<13} fix: {b.fix}")
+    lines.append("")
+    if not any(b.installed for b in report.backends):
+        lines.append("no backend is installed: pip install 'localtools[llama-cpp]'")
+    elif report.failed:
+        lines.append("a backend cannot generate on this machine: see the fix above")
+    else:
+        lines.append("every installed backend generates" if generate and report.probe_model else "no problem found")
+    return "\n".join(lines)
