@@ -1,27 +1,38 @@
 # Two commands: `make demo` and `make test`. Both create .venv on a fresh machine.
+# The demo installs only what it runs (llama-cpp); the tests add the transformers backend, the
+# bench, the server and the clients it is tested with.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+DEMO_STAMP := $(VENV)/.demo-installed
+TEST_STAMP := $(VENV)/.test-installed
 
-.PHONY: demo test lint setup clean
+.PHONY: demo test lint setup setup-test clean
 
-$(STAMP): pyproject.toml
-	$(PY) -m venv $(VENV)
+$(DEMO_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+	@echo "installing localtools with llama-cpp-python; the first time it compiles llama.cpp (minutes; pip caches the wheel)"
+	$(BIN)/pip install --quiet -e '.[llama-cpp]'
+	touch $@
+
+$(TEST_STAMP): $(DEMO_STAMP)
+	@echo "adding the transformers backend (CPU torch), bench, serve and the test clients"
 	# torch pinned to its CPU build first: a bare torch requirement pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	# llama-cpp-python compiles from source the first time (a few minutes); pip caches the wheel.
 	$(BIN)/pip install --quiet -e '.[llama-cpp,transformers,bench,serve,dev]'
-	touch $(STAMP)
+	touch $@
 
-setup: $(STAMP)
+setup: $(DEMO_STAMP)
 
-demo: $(STAMP)
+setup-test: $(TEST_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(BIN)/localtools models pull qwen2.5-coder-0.5b
-	$(BIN)/localtools run "What subscription plan is customer cust-1001 using?" --tools localtools.examples:get_customer
+	$(BIN)/localtools run "What subscription plan is customer cust-1001 using?" --tools localtools.examples:get_customer \
+		|| { echo "the demo failed; '$(BIN)/localtools doctor' says what this machine can run, and the fix" >&2; exit 1; }
 
-test: $(STAMP)
+test: $(TEST_STAMP)
 	$(BIN)/localtools models pull qwen2.5-coder-0.5b
 	$(BIN)/localtools models pull smollm2-135m
 	$(BIN)/localtools models pull gemma3-270m
@@ -29,7 +40,7 @@ test: $(STAMP)
 	$(BIN)/mypy localtools tests benchmarks
 	$(BIN)/pytest -q
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(BIN)/ruff check localtools tests benchmarks
 	$(BIN)/mypy localtools tests benchmarks
 
