@@ -19,6 +19,7 @@ from ._bfcl import Case
 from ._checker import check_calls
 from ._errors import GenerationTruncated, LocalToolsError, ToolCallParseError
 from ._model import Model
+from ._parse import disguised_calls
 from ._peers import Peer, calls_from_message
 
 __all__ = ["CaseResult", "Mode", "run_bench", "summarize", "write_json"]
@@ -62,6 +63,8 @@ class CaseResult:
     decode_seconds: float | None = None
     #: What the model wrote: its text for local modes, the returned message as JSON for a peer.
     raw: str = ""
+    #: Calls to offered tools written as JSON inside the text answer: calls nobody checked or ran.
+    disguised: int = 0
 
 
 def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) -> str:
@@ -75,8 +78,9 @@ def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) 
     return ""
 
 
-def _score(result: CaseResult, case: Case, problem: str) -> CaseResult:
+def _score(result: CaseResult, case: Case, problem: str, text: str) -> CaseResult:
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+    result.disguised = len(disguised_calls(text, schemas))
     problem = problem or _validate(result.calls, schemas)
     result.valid = not problem
     verdict = check_calls(result.calls, case.expected, schemas)
@@ -89,12 +93,12 @@ def _run_peer(peer: Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult
     reply = peer.chat(case.messages, case.tools, tool_choice=mode.tool_choice, max_tokens=max_tokens)
     result.latency, result.prompt_tokens, result.completion_tokens = reply.latency, reply.prompt_tokens, reply.completion_tokens
     result.prompt_seconds, result.decode_seconds = reply.prompt_seconds, reply.decode_seconds
+    result.raw = json.dumps(reply.message, ensure_ascii=False) if reply.message else ""
     if reply.error:
         result.reason = reply.error
         return result
-    result.raw = json.dumps(reply.message, ensure_ascii=False)
     result.calls, problem = calls_from_message(reply.message)
-    return _score(result, case, problem)
+    return _score(result, case, problem, str(reply.message.get("content") or ""))
 
 
 def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
@@ -116,7 +120,7 @@ def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> Cas
     result.completion_tokens, result.prompt_seconds, result.decode_seconds = (
         reply.completion_tokens, reply.prompt_seconds, reply.decode_seconds)
     result.calls = [(c.name, c.arguments) for c in reply.tool_calls]
-    return _score(result, case, "")
+    return _score(result, case, "", reply.content)
 
 
 def run_bench(
@@ -186,6 +190,8 @@ def summarize(results: list[CaseResult], modes: Sequence[Mode]) -> list[dict[str
                 "valid_rate": sum(r.valid for r in group) / len(group),
                 "irrelevance_accuracy": _share([r.correct for r in group if r.category == "irrelevance"]),
                 "call_accuracy": _share([r.correct for r in calls_expected]),
+                # Text answers holding a JSON call to an offered tool (the target is none).
+                "disguised_calls": sum(1 for r in group if r.disguised),
                 "latency_p50": statistics.median([r.latency for r in answered]) if answered else None,
                 "latency_p95": _percentile([r.latency for r in answered], 0.95) if answered else None,
                 "ttft_p50": statistics.median([r.prompt_seconds or 0.0 for r in timed]) if timed else None,

@@ -13,7 +13,7 @@ from typing import Any
 from ._errors import ToolCallParseError
 from ._families import Family
 
-__all__ = ["ParsedReply", "ToolCall", "decode_arguments", "new_call_id", "parse_reply"]
+__all__ = ["ParsedReply", "ToolCall", "decode_arguments", "disguised_calls", "new_call_id", "parse_reply"]
 
 _ALNUM = string.ascii_letters + string.digits
 _FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
@@ -184,6 +184,45 @@ def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[ToolCall], 
         calls += found
     kept.append(text[pos:])
     return calls, "".join(kept)
+
+
+def _named_call(item: Any, tool_names: Collection[str]) -> tuple[str, dict[str, Any]] | None:
+    if not isinstance(item, dict):
+        return None
+    fn = item["function"] if isinstance(item.get("function"), dict) else item
+    name, args = fn.get("name"), fn.get("arguments", fn.get("parameters"))
+    if name not in tool_names or not isinstance(args, dict):
+        return None
+    # A tool's schema echoed back ({"name": ..., "description": ..., "parameters": {"type": "object", ...}})
+    # names a tool too, but calls nothing.
+    if "description" in fn or ("properties" in args and args.get("type") == "object"):
+        return None
+    return str(name), args
+
+
+def disguised_calls(text: str, tool_names: Collection[str]) -> list[tuple[str, dict[str, Any]]]:
+    """Calls to offered tools written as JSON inside a text answer: anywhere, in any wrapping.
+
+    A text answer that holds one is a call the grammar (or the parser) failed to catch: the bench
+    counts them, the target is none. A tool schema echoed back is not a call.
+    """
+    found: list[tuple[str, dict[str, Any]]] = []
+    i = 0
+    while i < len(text):
+        if text[i] in "{[":
+            try:
+                value, end = _DECODER.raw_decode(text, i)
+            except json.JSONDecodeError:
+                i += 1
+                continue
+            items = value if isinstance(value, list) else [value]
+            hits = [c for item in items if (c := _named_call(item, tool_names)) is not None]
+            if hits:
+                found += hits
+                i = end
+                continue
+        i += 1
+    return found
 
 
 def _strip_stops(text: str, family: Family) -> str:

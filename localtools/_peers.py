@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from ._errors import BackendNotInstalled, LocalToolsError
 from ._parse import decode_arguments
 
-__all__ = ["LlamaCppPythonPeer", "OpenAIPeer", "Peer", "PeerReply", "calls_from_message", "parse_peer"]
+__all__ = ["LlamaCppPythonPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerReply", "calls_from_message", "parse_peer"]
 
 
 class PeerError(LocalToolsError):
@@ -124,6 +124,43 @@ class LlamaCppPythonPeer:
         return reply
 
 
+class NativePeer:
+    """The model's own chat template (the one in its GGUF), free decoding on llama.cpp, and calls read
+    by the tolerant parser (tags, fenced or bare JSON): what llama-server --jinja or llama-cpp-python
+    give once their text is parsed generously. It is the bar constrained decoding must clear.
+    """
+
+    name = "native"
+    tool_choices = ("auto",)
+
+    def __init__(self, path: str | Path, *, model: str | None = None, n_ctx: int = 4096, n_gpu_layers: int = 0) -> None:
+        from ._errors import TemplateError
+        from ._model import Model
+        from .backends.llama_cpp import LlamaCppBackend
+
+        self.model = model or Path(path).stem
+        backend = LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
+        try:
+            self._chat = Model(backend, template="model")
+        except TemplateError as exc:
+            raise PeerError(f"--peer native on {self.model}: {exc}") from None
+        self._backend = backend
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, tool_choice: str,
+             max_tokens: int) -> PeerReply:
+        from ._errors import GenerationTruncated, ToolCallParseError
+
+        self._backend.drop_prompt_cache()  # every reply pays its own prompt, as the bench's own modes do
+        start = time.perf_counter()
+        try:
+            reply = self._chat.chat(messages, tools, tool_choice=tool_choice, constrained=False, max_tokens=max_tokens)
+        except (ToolCallParseError, GenerationTruncated) as exc:
+            return PeerReply({"role": "assistant", "content": exc.raw}, time.perf_counter() - start,
+                             error=f"{type(exc).__name__}: {str(exc)[:200]}")
+        return PeerReply(reply.message(), reply.latency, reply.prompt_tokens, reply.completion_tokens,
+                         reply.prompt_seconds, reply.decode_seconds)
+
+
 class OpenAIPeer:
     """Any OpenAI-compatible server (llama-server --jinja, Ollama, vLLM, ``localtools serve``) through
     the ``openai`` SDK, as a client sees it: only the returned ``tool_calls`` count as calls.
@@ -173,12 +210,12 @@ class OpenAIPeer:
 
 
 def parse_peer(spec: str) -> tuple[str, str, str | None]:
-    """``llama-cpp-python`` or ``openai:URL[#MODEL]`` as (kind, url, model)."""
-    if spec == "llama-cpp-python":
-        return "llama-cpp-python", "", None
+    """``llama-cpp-python``, ``native`` or ``openai:URL[#MODEL]`` as (kind, url, model)."""
+    if spec in ("llama-cpp-python", "native"):
+        return spec, "", None
     if spec.startswith("openai:"):
         url, _, model = spec[len("openai:"):].partition("#")
         if not url.startswith(("http://", "https://")):
             raise LocalToolsError(f"--peer {spec!r}: expected openai:http://HOST:PORT/v1 (optionally #MODEL)")
         return "openai", url, model or None
-    raise LocalToolsError(f"--peer {spec!r}: expected llama-cpp-python or openai:URL[#MODEL]")
+    raise LocalToolsError(f"--peer {spec!r}: expected llama-cpp-python, native or openai:URL[#MODEL]")

@@ -132,8 +132,10 @@ def _build_parser() -> argparse.ArgumentParser:
                        help="repeatable; default llama-cpp")
     bench.add_argument("--mode", action="append", choices=["free", "constrained"], help="repeatable; default both")
     bench.add_argument("--tool-choice", action="append", choices=["auto", "required"], help="repeatable; default auto")
-    bench.add_argument("--peer", action="append", default=[], metavar="llama-cpp-python|openai:URL[#MODEL]",
-                       help="repeatable. llama-cpp-python: its own chatml-function-calling handler on each --model, in "
+    bench.add_argument("--peer", action="append", default=[], metavar="native|llama-cpp-python|openai:URL[#MODEL]",
+                       help="repeatable. native: each --model's own GGUF chat template, free decoding on llama.cpp, "
+                       "calls read tolerantly from tags, fenced or bare JSON (the bar constrained decoding must clear). "
+                       "llama-cpp-python: its own chatml-function-calling handler on each --model, in "
                        "process. openai:URL: any OpenAI-compatible server (llama-server --jinja, Ollama, vLLM, localtools "
                        "serve), scored strictly on the tool_calls it returns; #MODEL names the model to ask for "
                        "(default: the first in its /models)")
@@ -321,7 +323,7 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str]) -> tuple[dict[tuple[str, str], Any], list[Any]]:
     from ._bench import Mode
     from ._catalog import resolve_model
-    from ._peers import LlamaCppPythonPeer, OpenAIPeer, parse_peer
+    from ._peers import LlamaCppPythonPeer, NativePeer, OpenAIPeer, parse_peer
 
     peers: list[Any] = []
     for spec in args.peer:
@@ -329,7 +331,8 @@ def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str])
         if kind == "openai":
             peers.append(OpenAIPeer(url, model=model))
         else:
-            peers += [LlamaCppPythonPeer(resolve_model(name)[0], model=name) for name in names]
+            local = NativePeer if kind == "native" else LlamaCppPythonPeer
+            peers += [local(resolve_model(name)[0], model=name) for name in names]
     loaded, modes = {}, []
     for peer in peers:
         loaded[peer.model, peer.name] = peer
@@ -384,10 +387,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                             on_result=lambda r: bar.update(task, advance=1, description=f"{r.mode} {r.case_id}"))
     rows = summarize(results, modes)
     table = Table(title=f"{len(cases)} cases from {folder}")
-    for column in ("mode", "category", "cases", "accuracy", "valid", "p50 s", "p95 s", "ttft s", "tok/s", "grammar ratio"):
+    for column in ("mode", "category", "cases", "accuracy", "valid", "disguised", "p50 s", "p95 s", "ttft s", "tok/s",
+                   "grammar ratio"):
         table.add_column(column, justify="left" if column in ("mode", "category") else "right")
     for row in rows:
         table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}", f"{row['valid_rate']:.1%}",
+                      str(row["disguised_calls"]),
                       _fmt(row["latency_p50"], ".2f"), _fmt(row["latency_p95"], ".2f"), _fmt(row["ttft_p50"], ".2f"),
                       _fmt(row["generated_tokens_per_s"], ".1f"), _fmt(row.get("grammar_overhead_ratio"), ".2f"))
     console = Console()

@@ -48,7 +48,8 @@ def reply(prompt: localtools.Prompt, grammar: object) -> str:
     poem = int(re.search(r"Poem number (\d)\?", text).group(1))  # type: ignore[union-attr]
     if grammar is None:
         return call(7) if poem == 0 else "Roses are red."
-    return "Roses are red."
+    # Constrained text may still spell a call in a wrapping the grammar does not know: a disguised call.
+    return '<json>\n{"name": "area", "arguments": {"side": 1}}\n</json>' if poem == 1 else "Roses are red."
 
 
 def scripted_model() -> Model:
@@ -67,6 +68,7 @@ def test_run_bench_scores_each_mode(tmp_path: Path) -> None:
     assert rows[cons, "simple_python"]["accuracy"] == 0.75 and rows[cons, "simple_python"]["valid_rate"] == 1.0
     assert rows[free, "irrelevance"]["accuracy"] == 0.5 and rows[cons, "irrelevance"]["accuracy"] == 1.0
     assert rows[cons, "all"]["cases"] == 6 and rows[cons, "all"]["accuracy"] == 5 / 6
+    assert rows[cons, "irrelevance"]["disguised_calls"] == 1 and rows[free, "all"]["disguised_calls"] == 0
     unreadable = next(r for r in results if r.mode == free and r.case_id == "simple_python_1")
     assert not unreadable.valid and unreadable.reason.startswith("ToolCallParseError")
     assert unreadable.raw == "<tool_call>\n{oops\n</tool_call>"  # kept whole for diagnosis

@@ -335,3 +335,18 @@ def test_doctor_reports_every_installed_backend_ok(capsys: pytest.CaptureFixture
         assert f"\n  {backend:<13} ok: " in out, out
     assert "llama.cpp system info: CPU : " in out and "extra buffers (auto): " in out
     assert "every installed backend generates" in out
+
+
+def test_native_peer_answers_with_the_models_own_template() -> None:
+    from localtools._catalog import resolve_model
+    from localtools._peers import NativePeer, PeerError, calls_from_message
+
+    require_backend("llama-cpp")
+    peer = NativePeer(resolve_model("qwen2.5-coder-0.5b")[0])
+    reply = peer.chat([{"role": "user", "content": "What subscription plan is customer cust-1001 using?"}],
+                      [get_customer.spec()], tool_choice="auto", max_tokens=128)
+    assert not reply.error, reply.error
+    assert calls_from_message(reply.message) == ([("get_customer", {"customer_id": "cust-1001"})], "")
+    assert reply.prompt_tokens > 100 and reply.decode_seconds
+    with pytest.raises(PeerError, match="own chat template ignores tools"):
+        NativePeer(resolve_model("smollm2-135m")[0])

@@ -124,3 +124,20 @@ def test_decode_arguments_names_the_problem(raw: object, problem: str) -> None:
     with pytest.raises(ValueError) as info:
         decode_arguments(raw)
     assert str(info.value) == problem
+
+
+def test_disguised_calls_are_found_in_any_wrapping() -> None:
+    from localtools._parse import disguised_calls
+
+    tools = {"get_news", "sports_ranking.get_team_position"}
+    wrapped = ('<json>\n{\n  "name": "sports_ranking.get_team_position",\n  "arguments": {"team": "Liverpool"}\n}\n</json>')
+    assert disguised_calls(wrapped, tools) == [("sports_ranking.get_team_position", {"team": "Liverpool"})]
+    listed = 'Sure:\n```json\n[{"name": "get_news", "arguments": {"topic": "a"}}, {"name": "get_news", "parameters": {"topic": "b"}}]\n```'
+    assert [args["topic"] for _, args in disguised_calls(listed, tools)] == ["a", "b"]
+    # A schema echoed back, a quoted record and a call to a tool not offered are not disguised calls.
+    echo = ('<tools>\n{"type": "function", "function": {"name": "get_news", "description": "News.", '
+            '"parameters": {"type": "object", "properties": {"topic": {"type": "string"}}}}}\n</tools>')
+    assert disguised_calls(echo, tools) == []
+    assert disguised_calls('{"name": "Ada Lovelace", "plan": "pro"}', tools) == []
+    assert disguised_calls('{"name": "get_weather", "arguments": {"city": "Paris"}}', tools) == []
+    assert disguised_calls("{not json} and [1, 2]", tools) == []
