@@ -9,7 +9,7 @@ from typing import Any
 
 from ._catalog import cache_dir, catalog, verify
 from ._load import BACKENDS, backend_class
-from ._machine import Machine, machine
+from ._machine import Machine, gpus, machine
 from ._probe import ProbeResult, build_info, probe
 
 __all__ = ["BackendReport", "Report", "diagnose", "fix_for"]
@@ -22,6 +22,8 @@ class BackendReport:
     packages: dict[str, str | None]
     engines: dict[str, str | None]
     install_hint: str
+    #: How it constrains decoding when it has no engine packages of its own ("" if it does not say).
+    grammar_engine: str = ""
     build: dict[str, str] = field(default_factory=dict)
     #: The generation under the backend's defaults, then (after a crash) under ``after_crash``.
     probes: list[ProbeResult] = field(default_factory=list)
@@ -33,20 +35,25 @@ class BackendReport:
 
     @property
     def ok(self) -> bool | None:
-        """True when it generated with its defaults, False when not, None when not checked."""
+        """True when it generated with its defaults, False when it did not (or crashed reading its
+        build), None when not checked."""
+        if "error" in self.build:
+            return False
         return self.probes[0].ok if self.probes else None
 
 
 @dataclass
 class Report:
     machine: Machine
+    #: One line per GPU that nvidia-smi lists.
+    gpus: list[str]
     backends: list[BackendReport]
     #: Catalog name -> (size in bytes, "ok", "mismatch", "not checked") for each cached model.
     models: dict[str, tuple[int, str]]
-    probe_model: str | None
 
     @property
     def failed(self) -> bool:
+        """No checked backend is installed, or an installed one cannot generate."""
         installed = [b for b in self.backends if b.installed]
         return not installed or any(b.ok is False for b in installed)
 
@@ -64,8 +71,9 @@ def fix_for(cls: Any, first: ProbeResult, retried: ProbeResult | None) -> str:
         if retried is not None and retried.ok:
             flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in retried.options.items())
             args = ", ".join(f"{k}={v!r}" for k, v in retried.options.items())
-            return (f"it generates with {args}: pass {flags} on the command line or localtools.load(..., {args}); "
-                    "please report this CPU and build (the output above) so the default can learn it")
+            return (f"it generates with {args}: pass {flags} to localtools run, render or serve, or "
+                    f"localtools.load(..., {args}) in Python; please report this CPU and build (the output above) "
+                    "so the default can learn it")
         fixes = getattr(cls, "crash_fixes", {})
         return str(fixes.get(first.signal or "", fixes.get("*", "report it with this output")))
     if first.status == "timeout":
@@ -98,7 +106,6 @@ def diagnose(
                 progress(f"checking {entry.name}'s sha256")
             state = ("ok" if verify(entry.name) else "mismatch") if checksums else "not checked"
             models[entry.name] = (entry.size, state)
-    chosen = None
     for name in backends or list(BACKENDS):
         cls = backend_class(name)
         # A backend of your own ("module:Class") may declare none of these.
@@ -107,6 +114,7 @@ def diagnose(
             packages={d: _version(d) for d in getattr(cls, "packages", ())},
             engines={d: _version(d) for d in getattr(cls, "engine_packages", ())},
             install_hint=getattr(cls, "install_hint", ""),
+            grammar_engine=getattr(cls, "grammar_engine", ""),
         )
         reports.append(report)
         if not report.installed:
@@ -116,7 +124,6 @@ def diagnose(
         target = _probe_model(name, model)
         if not generate or target is None:
             continue
-        chosen = chosen or target
         progress(f"generating with {name} on {target} in a child process")
         first = probe(name, target, timeout=timeout)
         report.probes.append(first)
@@ -128,7 +135,8 @@ def diagnose(
             report.probes.append(retried)
         if not first.ok:
             report.fix = fix_for(cls, first, retried)
-    return Report(machine(), reports, models, chosen if generate else None)
+    progress("looking for GPUs")
+    return Report(machine(), gpus(), reports, models)
 
 
 #: The features a user asks about, as /proc/cpuinfo spells them.
@@ -150,7 +158,7 @@ def render(report: Report, *, generate: bool = True) -> str:
         f"  features   {' '.join(features) or 'unknown'}" + (f"  (no {', no '.join(lacking)})" if lacking and m.cpu_flags
                                                               else ""),
         f"  memory     {_gib(m.memory_bytes)}",
-        f"  GPU        {'; '.join(m.gpus) if m.gpus else 'none found (nvidia-smi lists none)'}",
+        f"  GPU        {'; '.join(report.gpus) if report.gpus else 'none found (nvidia-smi lists none)'}",
         "",
         "backends",
     ]
@@ -159,8 +167,8 @@ def render(report: Report, *, generate: bool = True) -> str:
         lines.append(f"  {b.name:<13} {'installed' if b.installed else 'not installed'}: {packages}")
         if b.engines:
             lines.append(f"  {'':<13} grammar engines: " + ", ".join(f"{d} {v or 'missing'}" for d, v in b.engines.items()))
-        else:
-            lines.append(f"  {'':<13} grammar engine: llama.cpp's GBNF sampler (built in)")
+        elif b.grammar_engine:
+            lines.append(f"  {'':<13} grammar engine: {b.grammar_engine}")
         if not b.installed:
             lines.append(f"  {'':<13} install: {b.install_hint}")
         for key, value in b.build.items():
@@ -174,26 +182,30 @@ def render(report: Report, *, generate: bool = True) -> str:
             lines.append(f"  {entry.name:<20} {size / 1e6:>6.0f} MB  {note}")
         else:
             lines.append(f"  {entry.name:<20} not downloaded (localtools models pull {entry.name})")
+    unchecked = [b for b in report.backends if b.installed and not b.probes and "error" not in b.build]
     if generate:
-        where = f"on {report.probe_model}" if report.probe_model else "(no cached model)"
-        lines += ["", f"generation (a child process per backend, {where})"]
+        lines += ["", "generation (a short one per backend, each in a child process)"]
         for b in report.backends:
             if not b.installed:
                 lines.append(f"  {b.name:<13} not installed")
-                continue
-            if not b.probes:
+            elif "error" in b.build:
+                lines.append(f"  {b.name:<13} not run: {b.build['error']}")
+            elif not b.probes:
                 lines.append(f"  {b.name:<13} not checked: no cached model runs on it (localtools models pull smollm2-135m)")
-                continue
             for i, p in enumerate(b.probes):
                 label = b.name if i == 0 else f"  with {', '.join(f'{k}={v}' for k, v in p.options.items())}"
-                lines.append(f"  {label:<13} {p.describe()}")
+                lines.append(f"  {label:<13} {p.describe()} [{p.model}]")
             if b.fix:
                 lines.append(f"  {'':<13} fix: {b.fix}")
     lines.append("")
     if not any(b.installed for b in report.backends):
-        lines.append("no backend is installed: pip install 'localtools[llama-cpp]'")
+        hints = "; ".join(b.install_hint for b in report.backends if b.install_hint)
+        lines.append(f"none of the checked backends is installed: {hints or 'see localtools --help'}")
     elif report.failed:
         lines.append("a backend cannot generate on this machine: see the fix above")
+    elif not generate or unchecked:
+        lines.append("no problem found, but generation was not checked" + (
+            f" on {', '.join(b.name for b in unchecked)}" if generate else " (--no-generate)"))
     else:
-        lines.append("every installed backend generates" if generate and report.probe_model else "no problem found")
+        lines.append("every installed backend generates")
     return "\n".join(lines)

@@ -45,6 +45,9 @@ def load(
 ) -> Model:
     """Load a catalog model (``localtools models list``) or a GGUF path.
 
+    ``backend``: a name in ``BACKENDS`` or ``"module:Class"`` for a backend of your own (a class
+    taking the weights' path and keyword options, with the ``Backend`` protocol's methods).
+
     ``backend_options`` go to the backend, e.g. ``n_gpu_layers=-1`` (all layers on the GPU) or
     ``n_ctx=8192`` for llama-cpp; ``device="cuda"``, ``dtype="bfloat16"`` or
     ``engine="xgrammar"`` for transformers.

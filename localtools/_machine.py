@@ -6,11 +6,11 @@ import os
 import platform
 import shutil
 import subprocess
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-__all__ = ["Machine", "machine"]
+__all__ = ["Machine", "cpu_flags", "gpus", "machine"]
 
 #: The CPU features that decide which llama.cpp kernels run, as /proc/cpuinfo spells them.
 FEATURES = ("avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16")
@@ -21,10 +21,9 @@ class Machine:
     cpu_model: str
     #: Lower-case CPU flags as /proc/cpuinfo spells them (empty where the OS does not say).
     cpu_flags: frozenset[str]
+    #: CPUs this process may run on (its affinity), which can be fewer than the machine has.
     cores: int
     memory_bytes: int | None
-    #: One line per GPU that ``nvidia-smi -L`` lists.
-    gpus: list[str] = field(default_factory=list)
 
     @property
     def has_amx(self) -> bool:
@@ -54,7 +53,9 @@ def _memory() -> int | None:
         return None
 
 
-def _gpus() -> list[str]:
+@cache
+def gpus() -> list[str]:
+    """One line per GPU that ``nvidia-smi -L`` lists (none without NVIDIA's driver). Takes a moment."""
     if shutil.which("nvidia-smi") is None:
         return []
     try:
@@ -65,16 +66,30 @@ def _gpus() -> list[str]:
 
 
 @cache
+def _read_cpuinfo() -> tuple[str, frozenset[str]]:
+    cpuinfo = Path("/proc/cpuinfo")
+    return _cpuinfo(cpuinfo.read_text(errors="replace")) if cpuinfo.is_file() else ("", frozenset())
+
+
+def cpu_flags() -> frozenset[str]:
+    """This CPU's flags as /proc/cpuinfo spells them (empty where the OS does not say); read once."""
+    return _read_cpuinfo()[1]
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+@cache
 def machine() -> Machine:
     """This machine, read once per process."""
-    model, flags = "", frozenset[str]()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.is_file():
-        model, flags = _cpuinfo(cpuinfo.read_text(errors="replace"))
+    model, flags = _read_cpuinfo()
     return Machine(
         cpu_model=model or platform.processor() or platform.machine(),
         cpu_flags=flags,
-        cores=os.cpu_count() or 1,
+        cores=_cores(),
         memory_bytes=_memory(),
-        gpus=_gpus(),
     )

@@ -50,7 +50,8 @@ class ProbeResult:
             return (f"ok: {m.get('prompt_tokens')}-token prompt, {m.get('tokens')} tokens free and under a grammar "
                     f"in {m.get('seconds', 0):.1f} s")
         if self.status == "crashed":
-            return f"crashed: the child process died of {self.signal}" + (f" ({self.detail})" if self.detail else "")
+            return f"crashed: the child process died of {self.signal}" + (
+                f" (its last line on stderr: {self.detail})" if self.detail else "")
         return f"{self.status}: {self.detail}"
 
 
@@ -88,8 +89,9 @@ def build_info(backend: str, *, timeout: float = 120) -> dict[str, str]:
 def _run_child(request: dict[str, Any], timeout: float) -> tuple[int | None, dict[str, Any], str]:
     """(exit code or None on timeout, the child's JSON answer or {}, its stderr)."""
     try:
-        child = subprocess.run([sys.executable, "-m", "localtools._probe", json.dumps(request)], capture_output=True,
-                               text=True, timeout=timeout)
+        # -P: the child imports localtools as the parent does, not from whatever the working directory holds.
+        child = subprocess.run([sys.executable, "-P", "-m", "localtools._probe", json.dumps(request)], capture_output=True,
+                               text=True, timeout=timeout, stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
         return None, {}, ""
     lines = [line for line in child.stdout.splitlines() if line.startswith("{")]

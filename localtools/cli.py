@@ -64,9 +64,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--n-gpu-layers", type=int, help="llama-cpp: layers to offload to the GPU (-1: all; needs a CUDA build)")
     p.add_argument("--n-ctx", type=int, help="llama-cpp: context size in tokens (default 4096)")
     p.add_argument("--extra-buffers", choices=["auto", "on", "off"],
-                   help="llama-cpp: load weights into llama.cpp's extra CPU buffer types (repacked for faster "
-                   "kernels). auto (default): on, except where llama.cpp was built with AMX and the CPU has it, "
-                   "whose AMX kernels crash")
+                   help="llama-cpp: load weights into llama.cpp's extra CPU buffer types (repacked for its CPU "
+                   "kernels). auto (default): on, except where llama.cpp was built with AMX and the CPU has AMX or "
+                   "does not say, since those AMX kernels crash")
     p.add_argument("--device", help="transformers: cpu, cuda or auto (default auto: CUDA when torch sees one)")
     p.add_argument("--dtype", help="transformers: auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--engine", choices=["llguidance", "xgrammar", "outlines_core"],
@@ -170,8 +170,8 @@ def _build_parser() -> argparse.ArgumentParser:
         "status, then run a short generation per installed backend in a child process (so a crash is reported, "
         "not suffered) and say ok, crashed (with the signal) or error, each with its fix. Exit code 1 when an "
         "installed backend cannot generate.")
-    doctor.add_argument("--backend", action="append", choices=["llama-cpp", "transformers"],
-                        help="check only this backend (repeatable; default: every backend)")
+    doctor.add_argument("--backend", action="append", metavar="llama-cpp|transformers|MODULE:CLASS",
+                        help="check only this backend, or a backend of your own (repeatable; default: every backend)")
     doctor.add_argument("--model", "-m", help="the model to generate with (default: the smallest cached catalog model "
                         "each backend runs on)")
     doctor.add_argument("--no-generate", action="store_true", help="skip the test generations")

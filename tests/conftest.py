@@ -68,3 +68,12 @@ def qwen() -> localtools.Model:
 @pytest.fixture(scope="session")
 def smollm() -> localtools.Model:
     return load_once("smollm2-135m")
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    # llama-cpp-python frees a model in __del__, which fails once the interpreter is tearing down.
+    for model in _loaded.values():
+        close = getattr(getattr(model.backend, "llm", None), "close", None)
+        if close is not None:
+            close()
+    _loaded.clear()

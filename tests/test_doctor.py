@@ -70,6 +70,31 @@ def test_model_params_are_set_for_one_load_and_restored() -> None:
     assert module.llama_model_default_params is defaults
 
 
+def test_model_params_survive_loads_from_two_threads() -> None:
+    import threading
+    import time
+
+    def defaults() -> Any:
+        return types.SimpleNamespace(use_extra_bufts=True)
+
+    module = types.SimpleNamespace(llama_model_default_params=defaults)
+    fake = types.SimpleNamespace(llama_cpp=module)
+    seen: list[bool] = []
+
+    def load(use: bool) -> None:
+        with _model_params(fake, use_extra_bufts=use):
+            time.sleep(0.05)  # the other thread tries to patch meanwhile
+            seen.append(module.llama_model_default_params().use_extra_bufts)
+
+    threads = [threading.Thread(target=load, args=(use,)) for use in (False, True, False)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(seen) == [False, False, True]  # each load saw its own setting
+    assert module.llama_model_default_params is defaults
+
+
 def test_cpuinfo_gives_the_model_and_amx() -> None:
     text = "processor\t: 0\nmodel name\t: Intel(R) Xeon(R) Platinum 8480+\nflags\t\t: fpu avx2 avx512f amx_tile amx_int8\n"
     model, flags = _cpuinfo(text * 2)
@@ -78,10 +103,16 @@ def test_cpuinfo_gives_the_model_and_amx() -> None:
 
 
 @pytest.fixture
-def weights(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
-    # The child imports tests.probe_backends from the repository root, its working directory;
-    # the doctor reads the same class's attributes in this process.
-    monkeypatch.syspath_prepend(str(Path(__file__).parents[1]))
+def repo_on_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    # tests.probe_backends is imported by the child (through PYTHONPATH: it ignores its working
+    # directory) and, for the doctor's reading of its attributes, by this process.
+    root = str(Path(__file__).parents[1])
+    monkeypatch.syspath_prepend(root)
+    monkeypatch.setenv("PYTHONPATH", root)
+
+
+@pytest.fixture
+def weights(tmp_path: Path, repo_on_path: None) -> str:
     path = tmp_path / "tiny.gguf"
     path.write_bytes(b"GGUF")
     return str(path)
@@ -106,7 +137,7 @@ def test_probe_reports_an_error_with_its_text(weights: str) -> None:
     assert "RuntimeError: no kernels for this CPU" in result.detail
 
 
-def test_probe_reports_a_model_that_is_not_there(tmp_path: Path) -> None:
+def test_probe_reports_a_model_that_is_not_there(tmp_path: Path, repo_on_path: None) -> None:
     result = probe("tests.probe_backends:Healthy", str(tmp_path / "missing.gguf"))
     assert result.status == "error" and "no GGUF file at" in result.detail
 
@@ -134,6 +165,7 @@ def test_doctor_passes_a_healthy_backend(weights: str) -> None:
     assert not report.failed
     text = render(report)
     assert "pytest" in text and "scripted: replies from a script" in text
+    assert f"[{weights}]" in text  # each generation names its model
     assert text.rstrip().endswith("every installed backend generates")
 
 
@@ -141,7 +173,10 @@ def test_doctor_command_prints_the_machine(capsys: pytest.CaptureFixture[str]) -
     assert main(["doctor", "--no-generate", "--no-checksum"]) == 0
     out = capsys.readouterr().out
     assert "machine\n  CPU" in out and "cores" in out and "memory" in out
-    assert "llama-cpp" in out and "transformers" in out
+    assert "llama-cpp     installed: llama-cpp-python 0.3.36" in out  # the test environment has both backends
+    assert "transformers  installed: torch " in out and "grammar engines: xgrammar " in out
+    assert "llama.cpp system info: CPU : " in out
+    assert out.rstrip().endswith("no problem found, but generation was not checked (--no-generate)")
 
 
 def test_doctor_help_explains_itself(capsys: pytest.CaptureFixture[str]) -> None:

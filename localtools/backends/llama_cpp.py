@@ -88,16 +88,18 @@ _PARAMS_LOCK = threading.Lock()
 
 @contextmanager
 def _model_params(llama_cpp: Any, **fields: Any) -> Iterator[None]:
-    module = llama_cpp.llama_cpp
-    original = module.llama_model_default_params
-
-    def with_fields() -> Any:
-        params = original()
-        for name, value in fields.items():
-            setattr(params, name, value)
-        return params
-
+    # One load at a time: the patch is process-wide, and a second thread reading the patched
+    # function as "the original" would restore it for good.
     with _PARAMS_LOCK:
+        module = llama_cpp.llama_cpp
+        original = module.llama_model_default_params
+
+        def with_fields() -> Any:
+            params = original()
+            for name, value in fields.items():
+                setattr(params, name, value)
+            return params
+
         module.llama_model_default_params = with_fields
         try:
             yield
@@ -108,17 +110,18 @@ def _model_params(llama_cpp: Any, **fields: Any) -> Iterator[None]:
 def open_llama(path: str | Path, *, extra_buffers: str = "auto", n_threads: int | None = None,
                **llama_kwargs: Any) -> tuple[Any, ExtraBuffers]:
     """A ``llama_cpp.Llama`` loaded with the extra-buffers choice for this CPU and build."""
-    from .._machine import machine
+    from .._machine import cpu_flags
 
     llama_cpp = _import()
-    choice = extra_buffers_choice(extra_buffers, machine().cpu_flags, build_features(system_info()))
+    choice = extra_buffers_choice(extra_buffers, cpu_flags(), build_features(system_info()))
+    llama_kwargs.setdefault("verbose", False)
     try:
         with _model_params(llama_cpp, use_extra_bufts=choice.use):
-            llm = llama_cpp.Llama(model_path=str(path), n_threads=n_threads or os.cpu_count() or 1, verbose=False,
-                                  **llama_kwargs)
+            llm = llama_cpp.Llama(model_path=str(path), n_threads=n_threads or os.cpu_count() or 1, **llama_kwargs)
     except (ValueError, RuntimeError) as exc:
         raise ModelError(f"llama.cpp could not load {path}: {exc}") from exc
     if bool(llm.model_params.use_extra_bufts) != choice.use:
+        llm.close()
         raise ModelError("this llama-cpp-python ignores use_extra_bufts; localtools needs llama-cpp-python==0.3.36")
     return llm, choice
 
@@ -137,12 +140,13 @@ class LlamaCppBackend:
     packages: ClassVar[tuple[str, ...]] = ("llama-cpp-python",)
     install_hint: ClassVar[str] = INSTALL_HINT
     engine_packages: ClassVar[tuple[str, ...]] = ()
+    grammar_engine: ClassVar[str] = "llama.cpp's own GBNF sampler (built in)"
     after_crash: ClassVar[dict[str, Any]] = {"extra_buffers": "off"}
     crash_fixes: ClassVar[dict[str, str]] = {
         "SIGILL": "llama-cpp-python was compiled for another CPU (pip reuses a wheel built with -march=native "
                   "elsewhere): pip install --no-cache-dir --force-reinstall llama-cpp-python==0.3.36",
-        "*": "rebuild llama-cpp-python for any x86 CPU: CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install --no-cache-dir "
-             "--force-reinstall llama-cpp-python==0.3.36; if it still crashes, report it with this output",
+        "*": "rebuild llama-cpp-python without tuning for this CPU: CMAKE_ARGS='-DGGML_NATIVE=OFF' pip install "
+             "--no-cache-dir --force-reinstall llama-cpp-python==0.3.36; if it still crashes, report it with this output",
     }
 
     def __init__(
@@ -184,14 +188,14 @@ class LlamaCppBackend:
     @staticmethod
     def build_info() -> dict[str, str]:
         """What this build of llama.cpp can do here (for ``localtools doctor``)."""
-        from .._machine import machine
+        from .._machine import cpu_flags
 
         llama_cpp = _import()
         info = system_info()
         return {
             "llama.cpp system info": info,
             "GPU offload": "yes" if llama_cpp.llama_supports_gpu_offload() else "no (a CPU-only build)",
-            "extra buffers (auto)": extra_buffers_choice("auto", machine().cpu_flags, build_features(info)).reason,
+            "extra buffers (auto)": extra_buffers_choice("auto", cpu_flags(), build_features(info)).reason,
         }
 
     def _token_text(self, token_id: int | None) -> str:
