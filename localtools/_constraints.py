@@ -10,11 +10,11 @@ from ._errors import LocalToolsError, TemplateError
 from ._families import Family
 from ._grammar import Alt as _Alt
 from ._grammar import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, parse_gbnf, seq
-from ._schema_grammar import SchemaGrammar, UnsupportedSchema
+from ._schema_grammar import SchemaGrammar, UnsupportedSchema, layout_whitespace
 
 __all__ = ["build_grammar", "call_openings"]
 
-_NAME, _ARGS = "\ue010name", "\ue010args"
+_NAME, _ARGS, _WS_IN, _WS_SEP = "\ue010name", "\ue010args", "\ue010ws-in", "\ue010ws-sep"
 #: Most calls in one reply. Small models otherwise repeat the same call until max_tokens.
 MAX_PARALLEL_CALLS = 5
 
@@ -56,7 +56,11 @@ def build_grammar(
         g.add("root", Text(family.call_start))
         return g
     fam = _family_grammar(family)
-    schemas = SchemaGrammar(g)
+    try:
+        schemas = SchemaGrammar(g, family.layout)
+    except ValueError as exc:
+        raise TemplateError(f"family {family.name!r}: {exc}") from None
+    ws_in, ws_sep = layout_whitespace(g, family.layout)
     per_tool: list[Expr] = []
     for spec in tools:
         fn = spec["function"]
@@ -64,7 +68,8 @@ def build_grammar(
             args = schemas.rule(fn.get("parameters") or {"type": "object", "properties": {}}, f"{fn['name']}-args")
         except UnsupportedSchema as exc:
             raise LocalToolsError(f"tool {fn['name']!r}: cannot constrain its parameters: {exc}") from None
-        body = _substitute(fam.rules["tool-call"], {_NAME: Lit(json.dumps(fn["name"])), _ARGS: args})
+        body = _substitute(fam.rules["tool-call"], {_NAME: Lit(json.dumps(fn["name"])), _ARGS: args,
+                                                    _WS_IN: ws_in, _WS_SEP: ws_sep})
         per_tool.append(g.add(g.unique_name(f"call-{fn['name']}"), body))
     g.add("tool-call", alt(*per_tool))
     for name in ("call", "call-sep", "calls-open", "calls-close"):
@@ -84,7 +89,8 @@ def build_grammar(
 @lru_cache(maxsize=32)
 def _family_grammar(family: Family) -> Grammar:
     try:
-        fam = parse_gbnf(family.grammar_source(), placeholders={"NAME": Ref(_NAME), "ARGS": Ref(_ARGS)})
+        fam = parse_gbnf(family.grammar_source(), placeholders={"NAME": Ref(_NAME), "ARGS": Ref(_ARGS),
+                                                                "WS-IN": Ref(_WS_IN), "WS-SEP": Ref(_WS_SEP)})
     except ValueError as exc:
         raise TemplateError(f"grammars/{family.grammar}: {exc}") from None
     needed = {"tool-call", "call", "call-sep", "calls-open", "calls-close"}
@@ -118,12 +124,16 @@ def _text_avoid(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...]:
 
 
 def _literal_before(e: Expr, placeholder: str) -> str:
-    """The literal text of ``e`` before the ``placeholder`` reference ("" if not a plain prefix)."""
+    """The literal text of ``e`` before the ``placeholder`` reference ("" if not a plain prefix),
+    with the layout's whitespace at its compact spelling."""
     items = e.items if isinstance(e, Seq) else (e,)
     text = ""
+    compact = {_WS_IN: "", _WS_SEP: " "}
     for item in items:
         if isinstance(item, Lit):
             text += item.text
+        elif isinstance(item, Ref) and item.name in compact:
+            text += compact[item.name]
         elif isinstance(item, Ref) and item.name == placeholder:
             return text
         else:

@@ -15,18 +15,35 @@ __all__ = ["Family", "detect_family", "families", "get_family"]
 
 @dataclass(frozen=True)
 class Family:
+    """One model family's record in ``templates/families.toml``; every per-family quirk is here."""
+
     name: str
+    #: The Jinja chat template in ``templates/`` that renders messages and tool schemas.
     template: str
+    #: The GBNF file in ``grammars/`` that spells a call (rules ``tool-call``, ``call``, ``call-sep``,
+    #: ``calls-open``, ``calls-close``; placeholders ``NAME``, ``ARGS``, ``WS-IN``, ``WS-SEP``).
     grammar: str
+    #: The text that opens a call (a tag or marker; ``{"name"`` for bare JSON families).
     call_start: str
+    #: The text that closes a tagged call ("" when calls are not tagged).
     call_end: str
+    #: The key that holds a call's arguments: "arguments" or "parameters".
     args_key: str
+    #: Whether the family's models make several calls in one reply.
     parallel: bool
+    #: Call-id style: "call" (call_<24 hex>) or "alnum9" (Mistral's 9 letters and digits).
     id: str
+    #: How GGUF metadata selects the family: "template:TEXT", "arch:NAME" or "name:TEXT" rules.
     match: tuple[str, ...]
+    #: The template's special tokens (message text is tokenized with them off).
     special: tuple[str, ...]
+    #: Strings that end generation.
     stop: tuple[str, ...]
+    #: Other names the family answers to.
     aliases: tuple[str, ...]
+    #: JSON layout inside calls: "compact" (json.dumps's one-space style) or "natural" (also the
+    #: newlines and indentation the family's models write when free; BENCHMARKS.md measures both).
+    layout: str
 
     def template_source(self) -> str:
         return read_text("templates", self.template)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._constraints import build_grammar, call_openings
+from ._constraints import build_grammar
 from ._errors import GenerationTruncated, LocalToolsError, TemplateError
 from ._families import Family, detect_family, get_family
 from ._grammar import Grammar, matches
@@ -112,6 +112,11 @@ class Model:
     ) -> Grammar:
         return build_grammar(self.family, _specs(tools), tool_choice, parallel_tool_calls)
 
+    @staticmethod
+    def _took_calls(raw: str, grammar: Grammar) -> bool:
+        """Whether constrained output took the grammar's calls branch (and not its text branch)."""
+        return "calls" in grammar.rules and matches(Grammar(grammar.rules, "calls"), raw)
+
     def _cut_inside_call(self, raw: str, grammar: Grammar | None) -> bool:
         if grammar is not None:
             # Constrained output is always a prefix of the grammar's language; text answers are
@@ -181,11 +186,13 @@ class Model:
         if cut:
             raise GenerationTruncated(max_tokens, raw)
         latency = time.perf_counter() - started
-        if constrained and tool_choice == "none":
+        if grammar is not None and not self._took_calls(raw, grammar):
+            # The grammar's text branch: the answer as written, whatever JSON it quotes.
             parsed_content, calls = raw.strip(), []
         else:
-            parsed = parse_reply(raw, self.family, tolerant=not constrained,
-                                 call_openings=call_openings(self.family, specs) if constrained else None)
+            # Free output, or a reply the grammar's calls rule accepts in one of the family's call
+            # forms (tagged, fenced, bare; any layout): the parser reads every form.
+            parsed = parse_reply(raw, self.family, tolerant=True)
             parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
         before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None

@@ -74,7 +74,7 @@ class LlamaCppPythonPeer:
     """
 
     name = "llama-cpp-python"
-    tool_choices = ("auto",)
+    tool_choices: tuple[str, ...] = ("auto",)
 
     def __init__(self, path: str | Path, *, model: str | None = None, n_ctx: int = 4096, n_gpu_layers: int = 0,
                  n_threads: int | None = None) -> None:
@@ -131,7 +131,7 @@ class NativePeer:
     """
 
     name = "native"
-    tool_choices = ("auto",)
+    tool_choices: tuple[str, ...] = ("auto",)
 
     def __init__(self, path: str | Path, *, model: str | None = None, n_ctx: int = 4096, n_gpu_layers: int = 0) -> None:
         from ._errors import TemplateError

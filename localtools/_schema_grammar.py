@@ -1,8 +1,10 @@
-"""Grammar rules for JSON values that match a JSON Schema, in compact one-space style.
+"""Grammar rules for JSON values that match a JSON Schema, in one of two layouts.
 
-The output style is what ``json.dumps`` writes by default (``", "`` and ``": "``), which is what
-chat templates render for past calls, so constrained output looks like the model's own history.
-Keys come in schema order; optional keys may be skipped; no other keys are allowed.
+``compact`` is what ``json.dumps`` writes by default (``", "`` and ``": "``), which is what chat
+templates render for past calls. ``natural`` also admits the layout models write on their own:
+a newline and indentation after an opening bracket, after a comma and before a closing bracket
+(each at most one newline and 20 spaces or tabs, so nothing can run away). Keys come in schema
+order; optional keys may be skipped; no other keys are allowed.
 """
 
 from __future__ import annotations
@@ -12,7 +14,22 @@ from typing import Any
 
 from ._grammar import Chars, Expr, Grammar, Lit, Ref, Repeat, alt, seq
 
-__all__ = ["SchemaGrammar", "UnsupportedSchema"]
+__all__ = ["LAYOUTS", "SchemaGrammar", "UnsupportedSchema", "layout_whitespace"]
+
+LAYOUTS = ("compact", "natural")
+_INDENT = seq(Lit("\n"), Repeat(Chars(" \\t"), 0, 20))
+
+
+def layout_whitespace(grammar: Grammar, layout: str) -> tuple[Expr, Expr]:
+    """(inside, separator): the whitespace after an opening / before a closing bracket, and after a comma."""
+    if layout == "compact":
+        return Lit(""), Lit(" ")
+    if layout != "natural":
+        raise ValueError(f"unknown JSON layout {layout!r}; expected one of {', '.join(LAYOUTS)}")
+    if "ws-in" not in grammar.rules:
+        grammar.add("ws-in", Repeat(_INDENT, 0, 1))
+        grammar.add("ws-sep", alt(Lit(" "), _INDENT))
+    return Ref("ws-in"), Ref("ws-sep")
 
 _STRING_CHAR = Chars('^"\\\\\\x00-\\x1f')
 _ESCAPE = seq(Lit("\\"), alt(Chars('"\\\\/bfnrt'), seq(Lit("u"), Repeat(Chars("0-9a-fA-F"), 4, 4))))
@@ -28,10 +45,15 @@ class UnsupportedSchema(ValueError):
 class SchemaGrammar:
     """Adds rules to ``grammar`` for schemas; identical schemas share one rule."""
 
-    def __init__(self, grammar: Grammar) -> None:
+    def __init__(self, grammar: Grammar, layout: str = "compact") -> None:
         self.g = grammar
         self._cache: dict[str, Ref] = {}
         self._defs: dict[str, Any] = {}
+        self._in, sep = layout_whitespace(grammar, layout)
+        self._comma = seq(Lit(","), sep)
+
+    def _bracketed(self, open_: str, body: Expr, close: str) -> Expr:
+        return seq(Lit(open_), self._in, body, self._in, Lit(close))
 
     # -- primitives, each defined once ----------------------------------------------------------
     def _prim(self, name: str, expr: Expr) -> Ref:
@@ -57,8 +79,8 @@ class SchemaGrammar:
             self.g.add("json-value", Lit(""))  # placeholder, filled below (the value is recursive)
             value = Ref("json-value")
             member = seq(self.string(), Lit(": "), value)
-            obj = seq(Lit("{"), Repeat(seq(member, Repeat(seq(Lit(", "), member))), 0, 1), Lit("}"))
-            arr = seq(Lit("["), Repeat(seq(value, Repeat(seq(Lit(", "), value))), 0, 1), Lit("]"))
+            obj = self._bracketed("{", Repeat(seq(member, Repeat(seq(self._comma, member))), 0, 1), "}")
+            arr = self._bracketed("[", Repeat(seq(value, Repeat(seq(self._comma, value))), 0, 1), "]")
             self.g.rules["json-value"] = alt(
                 self._prim("json-object", obj), self._prim("json-array", arr), self.string(), self.number(),
                 self.boolean(), Lit("null"),
@@ -154,9 +176,9 @@ class SchemaGrammar:
         if hi is not None and int(hi) == 0:
             return Lit("[]")
         rest_hi = None if hi is None else int(hi) - 1
-        rest = Repeat(seq(Lit(", "), item), max(lo - 1, 0), rest_hi)
+        rest = Repeat(seq(self._comma, item), max(lo - 1, 0), rest_hi)
         body = seq(item, rest)
-        return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
+        return self._bracketed("[", body if lo > 0 else Repeat(body, 0, 1), "]")
 
     def _object(self, schema: dict[str, Any], name: str) -> Expr:
         props: dict[str, Any] = dict(schema.get("properties") or {})
@@ -176,7 +198,7 @@ class SchemaGrammar:
             # A free-form dict: string keys, values per additionalProperties (any JSON if unset).
             value = self.rule(extra if isinstance(extra, dict) else {}, f"{name}-value")
             member = seq(self.string(), Lit(": "), value)
-            return seq(Lit("{"), Repeat(seq(member, Repeat(seq(Lit(", "), member))), 0, 1), Lit("}"))
+            return self._bracketed("{", Repeat(seq(member, Repeat(seq(self._comma, member))), 0, 1), "}")
         keys = list(props)
         members = [seq(Lit(json.dumps(k, ensure_ascii=False) + ": "), self.rule(props[k], f"{name}-{k}")) for k in keys]
         # first[i]: keys i.. when none has been written yet; rest[i]: after one was written.
@@ -185,7 +207,7 @@ class SchemaGrammar:
         rest: list[Expr] = [Lit("")] * (len(keys) + 1)
         for i in range(len(keys) - 1, -1, -1):
             after = rest[i + 1]
-            with_key_rest = seq(Lit(", "), members[i], after)
+            with_key_rest = seq(self._comma, members[i], after)
             with_key_first = seq(members[i], after)
             if keys[i] in required:
                 rest[i] = with_key_rest
@@ -193,7 +215,7 @@ class SchemaGrammar:
             else:
                 rest[i] = self._named(f"{name}-r{i}", alt(with_key_rest, rest[i + 1]))
                 first[i] = self._named(f"{name}-f{i}", alt(with_key_first, first[i + 1]))
-        return seq(Lit("{"), first[0], Lit("}"))
+        return self._bracketed("{", first[0], "}")
 
     def _named(self, base: str, expr: Expr) -> Expr:
         if isinstance(expr, Lit):

@@ -110,11 +110,15 @@ def test_lark_and_regex_snapshots() -> None:
         "start: r_root\n"
         "r_root: r_calls\n"
         "r_calls: r_call r_calls_close\n"
-        'r_call: "<tool_call>\\n" r_tool_call "\\n</tool_call>" | r_tool_call\n'
+        'r_call: "<tool_call>\\n" r_tool_call "\\n</tool_call>" | "```json\\n" r_tool_call "\\n```" | r_tool_call\n'
         'r_calls_close: ("\\n")?\n'
         "r_tool_call: r_call_get_customer\n"
-        'r_call_get_customer: "{\\"name\\": \\"get_customer\\", \\"arguments\\": " r_get_customer_args "}"\n'
-        'r_get_customer_args: "{\\"customer_id\\": " r_get_customer_args_customer_id "}"\n'
+        # The family's natural layout: a newline and indentation may follow "{" and ",", and precede "}".
+        'r_call_get_customer: "{" r_ws_in "\\"name\\": \\"get_customer\\"," r_ws_sep "\\"arguments\\": " '
+        'r_get_customer_args r_ws_in "}"\n'
+        'r_ws_in: ("\\n" (/[\\x{20}\\x{9}]/){0,20})?\n'
+        'r_ws_sep: " " | "\\n" (/[\\x{20}\\x{9}]/){0,20}\n'
+        'r_get_customer_args: "{" r_ws_in "\\"customer_id\\": " r_get_customer_args_customer_id r_ws_in "}"\n'
         "r_get_customer_args_customer_id: r_json_string\n"
         'r_json_string: "\\"" (r_json_char)* "\\""\n'
         'r_json_char: /[^\\x{22}\\x{5C}\\x{0}-\\x{1F}]/ | "\\\\" (/[\\x{22}\\x{5C}\\x{2F}bfnrt]/ | "u" (/[0-9a-fA-F]/){4,4})\n'

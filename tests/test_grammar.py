@@ -104,16 +104,51 @@ def test_gbnf_snapshot() -> None:
     assert g.to_gbnf() == (
         "root ::= calls\n"
         "calls ::= call (call-sep call){0,4} calls-close\n"
-        'call ::= "<tool_call>\\n" tool-call "\\n</tool_call>" | tool-call\n'
+        'call ::= "<tool_call>\\n" tool-call "\\n</tool_call>" | "```json\\n" tool-call "\\n```" | tool-call\n'
         'call-sep ::= "\\n"\n'
         'calls-close ::= "\\n"?\n'
         "tool-call ::= call-get-customer\n"
-        'call-get-customer ::= "{\\"name\\": \\"get_customer\\", \\"arguments\\": " get-customer-args "}"\n'
-        'get-customer-args ::= "{\\"customer_id\\": " get-customer-args-customer-id "}"\n'
+        'call-get-customer ::= "{" ws-in "\\"name\\": \\"get_customer\\"," ws-sep "\\"arguments\\": " get-customer-args ws-in "}"\n'
+        'ws-in ::= ("\\n" [ \\t]{0,20})?\n'
+        'ws-sep ::= " " | "\\n" [ \\t]{0,20}\n'
+        'get-customer-args ::= "{" ws-in "\\"customer_id\\": " get-customer-args-customer-id ws-in "}"\n'
         "get-customer-args-customer-id ::= json-string\n"
         'json-string ::= "\\"" json-char* "\\""\n'
         'json-char ::= [^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4,4})\n'
     )
+
+
+def test_compact_layout_is_json_dumps_style_only() -> None:
+    import dataclasses
+
+    compact = dataclasses.replace(get_family("qwen2.5"), layout="compact")
+    g = build_grammar(compact, [CUSTOMER], "required")
+    assert 'call-get-customer ::= "{\\"name\\": \\"get_customer\\", \\"arguments\\": " get-customer-args "}"' in g.to_gbnf()
+    assert matches(g, '{"name": "get_customer", "arguments": {"customer_id": "c1"}}')
+    assert not matches(g, '{\n  "name": "get_customer",\n  "arguments": {"customer_id": "c1"}\n}')
+
+
+def test_natural_layout_admits_the_models_own_pretty_printing() -> None:
+    import json
+
+    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "required")
+    call = {"name": "get_customer", "arguments": {"customer_id": "c1"}}
+    for indent in (None, 2, 4, "\t"):
+        assert matches(g, json.dumps(call, indent=indent)), indent
+        assert matches(g, "```json\n" + json.dumps(call, indent=indent) + "\n```"), indent
+        assert matches(g, "<tool_call>\n" + json.dumps(call, indent=indent) + "\n</tool_call>"), indent
+    # Bounded: two newlines in a row, or more than 20 spaces of indentation, are not a layout.
+    assert not matches(g, '{\n\n  "name": "get_customer", "arguments": {"customer_id": "c1"}}')
+    assert not matches(g, '{\n' + " " * 21 + '"name": "get_customer", "arguments": {"customer_id": "c1"}}')
+
+
+def test_an_unknown_layout_is_a_template_error() -> None:
+    import dataclasses
+
+    from localtools._errors import TemplateError
+
+    with pytest.raises(TemplateError, match="unknown JSON layout 'pretty'"):
+        build_grammar(dataclasses.replace(get_family("qwen2.5"), layout="pretty"), [CUSTOMER], "required")
 
 
 def test_gbnf_round_trip() -> None:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from localtools import ToolCallParseError, get_family, parse_reply
@@ -141,3 +143,22 @@ def test_disguised_calls_are_found_in_any_wrapping() -> None:
     assert disguised_calls('{"name": "Ada Lovelace", "plan": "pro"}', tools) == []
     assert disguised_calls('{"name": "get_weather", "arguments": {"city": "Paris"}}', tools) == []
     assert disguised_calls("{not json} and [1, 2]", tools) == []
+
+
+def test_constrained_replies_are_read_by_the_branch_the_grammar_took() -> None:
+    from localtools import Model, ScriptedBackend
+
+    customer = {"type": "function", "function": {"name": "get_customer", "parameters": {
+        "type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]}}}
+    call = {"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}
+    messages = [{"role": "user", "content": "Plan of cust-1001?"}]
+    forms = ["```json\n" + json.dumps(call, indent=2) + "\n```", "<tool_call>\n" + json.dumps(call, indent=4) + "\n</tool_call>",
+             json.dumps(call, indent=2), json.dumps(call)]
+    for form in forms:
+        reply = Model(ScriptedBackend([form]), family="qwen2.5").chat(messages, [customer])
+        assert [(c.name, c.arguments) for c in reply.tool_calls] == [("get_customer", {"customer_id": "cust-1001"})], form
+        assert reply.content == ""
+    # A record the model quotes after a tool result took the text branch: it is the answer, not a call.
+    echo = '{"name": "Ada Lovelace", "plan": "pro"}'
+    reply = Model(ScriptedBackend([echo]), family="qwen2.5").chat(messages, [customer])
+    assert reply.content == echo and not reply.tool_calls
