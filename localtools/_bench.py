@@ -212,6 +212,9 @@ def summarize(results: list[CaseResult], modes: Sequence[Mode]) -> list[dict[str
     return rows
 
 
-def write_json(path: str | Path, rows: list[dict[str, Any]], results: list[CaseResult], meta: dict[str, Any]) -> None:
-    Path(path).write_text(json.dumps({"meta": meta, "summary": rows, "cases": [asdict(r) for r in results]}, indent=1),
-                          encoding="utf-8")
+def write_json(path: str | Path, rows: list[dict[str, Any]], results: list[CaseResult], meta: dict[str, Any], *,
+               scenarios: tuple[list[dict[str, Any]], list[Any]] | None = None) -> None:
+    report: dict[str, Any] = {"meta": meta, "summary": rows, "cases": [asdict(r) for r in results]}
+    if scenarios and scenarios[0]:
+        report["scenario_summary"], report["scenarios"] = scenarios[0], [asdict(r) for r in scenarios[1]]
+    Path(path).write_text(json.dumps(report, indent=1), encoding="utf-8")

@@ -142,6 +142,9 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--peers-only", action="store_true", help="run only the peers, not localtools' own modes")
     bench.add_argument("--system", metavar="TEXT", help="a system message for every case and every mode (BFCL's "
                        "questions have none; llama-cpp-python's handler lists the tools only inside one)")
+    bench.add_argument("--scenarios", action="store_true", help="also run the multi-turn scenarios (a question, tools "
+                       "incl. unrelated ones, the results): per auto mode, how often the answer holds the facts and "
+                       "the needed tool was called once")
     bench.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
@@ -348,6 +351,24 @@ def _fmt(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
+def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any], modes: list[Any]) -> tuple[list[Any], list[Any]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from ._scenarios import SCENARIOS, run_scenario, summarize_scenarios
+
+    auto = [m for m in modes if m.tool_choice == "auto"]
+    results = []
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True) as bar:
+        task = bar.add_task("scenarios", total=len(auto) * len(SCENARIOS))
+        for scenario in SCENARIOS:
+            for mode in auto:
+                bar.update(task, description=f"{mode.label} {scenario.name}")
+                results.append(run_scenario(models[mode.model, mode.backend], mode.label, scenario,
+                                            constrained=mode.constrained, max_tokens=args.max_tokens))
+                bar.update(task, advance=1)
+    return summarize_scenarios(results), results
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -386,6 +407,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         results = run_bench(models, modes, cases, max_tokens=args.max_tokens,
                             on_result=lambda r: bar.update(task, advance=1, description=f"{r.mode} {r.case_id}"))
     rows = summarize(results, modes)
+    scenario_rows, scenario_results = _bench_scenarios(args, models, modes) if args.scenarios else ([], [])
     table = Table(title=f"{len(cases)} cases from {folder}")
     for column in ("mode", "category", "cases", "accuracy", "valid", "disguised", "p50 s", "p95 s", "ttft s", "tok/s",
                    "grammar ratio"):
@@ -398,10 +420,18 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     console = Console()
     # Piped output would be squeezed to 80 columns; a log file has room for the whole table.
     (console if console.is_terminal else Console(width=200)).print(table)
+    if scenario_rows:
+        scenarios = Table(title="multi-turn scenarios (auto modes)")
+        for column in ("mode", "scenarios", "answered", "called once", "mean steps"):
+            scenarios.add_column(column, justify="left" if column == "mode" else "right")
+        for srow in scenario_rows:
+            scenarios.add_row(srow["mode"], str(srow["scenarios"]), f"{srow['answer_rate']:.0%}",
+                              f"{srow['called_once_rate']:.0%}", f"{srow['mean_steps']:.1f}")
+        (console if console.is_terminal else Console(width=200)).print(scenarios)
     if args.json:
         meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
                 "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes]}
-        write_json(args.json, rows, results, meta)
+        write_json(args.json, rows, results, meta, scenarios=(scenario_rows, scenario_results))
         print(f"wrote {args.json}")
     if args.plot:
         plot_summary(rows, args.plot, title=f"{len(cases)} BFCL-format cases, {args.sample} per category")
