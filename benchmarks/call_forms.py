@@ -7,7 +7,7 @@ constrained decoding with the family's grammar in the ``compact`` layout (json.d
 and in the ``natural`` layout (the newlines and indentation the model writes when free), and the
 ``native`` peer (the GGUF's own template, free, tolerant parse). The constrained modes share one
 loaded model, so only the grammar differs. Prints accuracy, valid replies and disguised calls per
-category; ``--json`` keeps every case.
+category, then the multi-turn scenarios per mode; ``--json`` keeps every case.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from localtools._bench import Mode, run_bench, summarize, write_json
 from localtools._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample
 from localtools._catalog import resolve_model
 from localtools._peers import NativePeer, Peer
+from localtools._scenarios import SCENARIOS, run_scenario, summarize_scenarios
 from localtools._schema_grammar import LAYOUTS
 
 
@@ -63,9 +64,18 @@ def main() -> None:
     for row in rows:
         print(f"| {row['mode']} | {row['category']} | {row['cases']} | {row['accuracy']:.1%} | {row['valid_rate']:.1%} | "
               f"{row['disguised_calls']} |")
+    scenario_results = [run_scenario(models[m.model, m.backend], m.label, sc, constrained=m.constrained,
+                                     max_tokens=args.max_tokens) for sc in SCENARIOS for m in modes]
+    scenario_rows = summarize_scenarios(scenario_results)
+    print("\n| mode | scenarios | answered | called once | mean steps |")
+    print("| --- | --- | --- | --- | --- |")
+    for srow in scenario_rows:
+        print(f"| {srow['mode']} | {srow['scenarios']} | {srow['answer_rate']:.0%} | {srow['called_once_rate']:.0%} | "
+              f"{srow['mean_steps']:.1f} |")
     if args.json:
         write_json(args.json, rows, results, {"model": args.model, "sample": args.sample, "seed": args.seed,
-                                              "family": base.family.name, "entry": entry.name if entry else str(path)})
+                                              "family": base.family.name, "entry": entry.name if entry else str(path)},
+                   scenarios=(scenario_rows, scenario_results))
 
 
 if __name__ == "__main__":
