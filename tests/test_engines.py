@@ -99,7 +99,10 @@ def test_engines_agree_on_every_family_and_choice(family: str, choice: str) -> N
 
 
 def test_lark_and_regex_snapshots() -> None:
-    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "required", parallel_tool_calls=False)
+    import dataclasses
+
+    g = build_grammar(dataclasses.replace(get_family("qwen2.5"), layout="natural"), [CUSTOMER], "required",
+                      parallel_tool_calls=False)
     # Free text is one llguidance terminal: & (and) and ~ (not) over regexes.
     assert build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto").to_lark().endswith(
         "TEXT_1: /(?s:.+)/ & ~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/ & ~/(?s:.*)\\x{3C}tool\\x{5F}call\\x{3E}(?s:.*)/ & "

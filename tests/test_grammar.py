@@ -4,6 +4,7 @@ import pytest
 
 from localtools import get_family
 from localtools._constraints import build_grammar
+from localtools._families import Family
 from localtools._grammar import matches, parse_gbnf
 
 CUSTOMER = {
@@ -99,8 +100,15 @@ def test_each_family_grammar_accepts_its_own_call(family: str) -> None:
     assert matches(build_grammar(fam, [CUSTOMER], "required"), text)
 
 
+def natural(family: str) -> Family:
+    """The family with the natural JSON layout, which the layout tests exercise whatever its default."""
+    import dataclasses
+
+    return dataclasses.replace(get_family(family), layout="natural")
+
+
 def test_gbnf_snapshot() -> None:
-    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "required")
+    g = build_grammar(natural("qwen2.5"), [CUSTOMER], "required")
     assert g.to_gbnf() == (
         "root ::= calls\n"
         "calls ::= call (call-sep call){0,4} calls-close\n"
@@ -131,7 +139,7 @@ def test_compact_layout_is_json_dumps_style_only() -> None:
 def test_natural_layout_admits_the_models_own_pretty_printing() -> None:
     import json
 
-    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "required")
+    g = build_grammar(natural("qwen2.5"), [CUSTOMER], "required")
     call = {"name": "get_customer", "arguments": {"customer_id": "c1"}}
     for indent in (None, 2, 4, "\t"):
         assert matches(g, json.dumps(call, indent=indent)), indent

@@ -146,8 +146,11 @@ def test_disguised_calls_are_found_in_any_wrapping() -> None:
 
 
 def test_constrained_replies_are_read_by_the_branch_the_grammar_took() -> None:
+    import dataclasses
+
     from localtools import Model, ScriptedBackend
 
+    natural = dataclasses.replace(get_family("qwen2.5"), layout="natural")
     customer = {"type": "function", "function": {"name": "get_customer", "parameters": {
         "type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]}}}
     call = {"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}
@@ -155,10 +158,10 @@ def test_constrained_replies_are_read_by_the_branch_the_grammar_took() -> None:
     forms = ["```json\n" + json.dumps(call, indent=2) + "\n```", "<tool_call>\n" + json.dumps(call, indent=4) + "\n</tool_call>",
              json.dumps(call, indent=2), json.dumps(call)]
     for form in forms:
-        reply = Model(ScriptedBackend([form]), family="qwen2.5").chat(messages, [customer])
+        reply = Model(ScriptedBackend([form]), family=natural).chat(messages, [customer])
         assert [(c.name, c.arguments) for c in reply.tool_calls] == [("get_customer", {"customer_id": "cust-1001"})], form
         assert reply.content == ""
     # A record the model quotes after a tool result took the text branch: it is the answer, not a call.
     echo = '{"name": "Ada Lovelace", "plan": "pro"}'
-    reply = Model(ScriptedBackend([echo]), family="qwen2.5").chat(messages, [customer])
+    reply = Model(ScriptedBackend([echo]), family=natural).chat(messages, [customer])
     assert reply.content == echo and not reply.tool_calls
