@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -44,14 +43,15 @@ class Any_:
 class Text:
     """A non-empty text answer that can never be mistaken for a call.
 
-    It never contains ``marker``, does not open with whitespace, a control character or a
+    It never contains any of ``markers`` (the openings of the family's call forms that may follow
+    text, such as ``<tool_call>``), does not open with whitespace, a control character or a
     backtick, and does not open with any string in ``avoid`` (the opening of a bare JSON call to a
     known tool, such as ``{"name": "get_customer"``). Other text that opens with "{" (a model
     echoing a JSON tool result, say) stays text. GBNF and the matcher get it as rules (one per
     automaton state); Lark gets it as one terminal, which llguidance's Earley parser needs.
     """
 
-    marker: str
+    markers: tuple[str, ...]
     avoid: tuple[str, ...] = ()
 
 
@@ -172,7 +172,13 @@ class Grammar:
         return "\n".join(f"{name} ::= {_gbnf(g.rules[name], top=True)}" for name in g.reachable()) + "\n"
 
     def to_lark(self) -> str:
-        """Lark as llguidance reads it: ``start`` first, rule names made Lark-safe."""
+        """Lark as llguidance reads it: ``start`` first, rule names made Lark-safe.
+
+        llguidance lexes greedily: a free-text terminal never ends while the next character could
+        extend it, so nothing can follow one. Whatever a grammar lets follow text (calls after a
+        preamble) is left out here; the language is the same otherwise, and a subset of the GBNF's.
+        """
+        self = self._text_last()
         names = self.reachable()
         safe: dict[str, str] = {}
         for name in names:
@@ -187,6 +193,23 @@ class Grammar:
         lines += [f"{safe[name]}: {_lark(self.rules[name], safe, terminals, top=True)}" for name in names]
         lines += [f"{name}: {_text_terminal(text)}" for text, name in terminals.items()]
         return "\n".join(lines) + "\n"
+
+    def _text_last(self) -> Grammar:
+        texts = {n for n, e in self.rules.items() if isinstance(e, Text)}
+
+        def cut(e: Expr) -> Expr:
+            if isinstance(e, Seq):
+                first = e.items[0]
+                if isinstance(first, Text) or (isinstance(first, Ref) and first.name in texts):
+                    return first
+                return seq(*(cut(i) for i in e.items))
+            if isinstance(e, Alt):
+                return alt(*(cut(i) for i in e.options))
+            if isinstance(e, Repeat):
+                return Repeat(cut(e.item), e.min, e.max)
+            return e
+
+        return Grammar({n: cut(e) for n, e in self.rules.items()}, self.root)
 
     def to_regex(self) -> str:
         """One regular expression (Rust ``regex`` syntax) for the whole language.
@@ -360,8 +383,10 @@ def _text_terminal(text: Text) -> str:
         return "".join(_regex_char(ch) for ch in s)
 
     parts = ["/(?s:.+)/", "~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/"]
-    if text.marker:
-        parts.append(f"~/(?s:.*){lit(text.marker)}(?s:.*)/")
+    markers = [lit(m) for m in text.markers if m]
+    if markers:
+        found = markers[0] if len(markers) == 1 else f"(?:{'|'.join(markers)})"
+        parts.append(f"~/(?s:.*){found}(?s:.*)/")
     if text.avoid:
         parts.append(f"~/(?:{'|'.join(lit(a) for a in text.avoid)})(?s:.*)/")
     return " & ".join(parts)
@@ -376,66 +401,74 @@ def _class_escape(chars: str) -> str:
                    for c in chars)
 
 
-def _kmp(marker: str) -> Callable[[int, str], int]:
-    """The KMP step for ``marker``: (state, char) -> state, where ``len(marker)`` means found."""
-    m = len(marker)
-    fail = [0] * (m + 1)
-    for i in range(1, m):
-        k = fail[i]
-        while k and marker[i] != marker[k]:
-            k = fail[k]
-        fail[i + 1] = k + 1 if marker[i] == marker[k] else 0
+class _Markers:
+    """The automaton that finds any of ``markers`` in a text (Aho-Corasick, on prefixes).
 
-    def step(state: int, ch: str) -> int:
-        while state and marker[state] != ch:
-            state = fail[state]
-        return state + 1 if marker[state] == ch else 0
+    A state is the longest suffix of the text read so far that is a proper prefix of a marker;
+    ``step`` returns ``None`` when a marker is complete. With one marker these are KMP's states.
+    """
 
-    return step
+    def __init__(self, markers: tuple[str, ...]) -> None:
+        self.markers = tuple(m for m in markers if m)
+        prefixes = {m[:i] for m in self.markers for i in range(len(m))} | {""}
+        self.states = sorted(prefixes, key=lambda p: (len(p), p))
+        self.chars = sorted({ch for m in self.markers for ch in m})
+
+    def step(self, state: str, ch: str) -> str | None:
+        s = state + ch
+        if any(s.endswith(m) for m in self.markers):
+            return None
+        while s and s not in self.states:
+            s = s[1:]
+        return s
+
+    def rule(self, state: str) -> str:
+        return f"text-{self.states.index(state)}"
 
 
-def _text_edges(marker: str, state: int, exclude: set[str], extra_class: str = "") -> list[Expr]:
-    """Moves out of KMP ``state`` on every character but ``exclude`` (and ``extra_class``)."""
-    step = _kmp(marker)
-    special = sorted({ch for ch in marker if step(state, ch) != 0} - exclude)
+def _text_edges(auto: _Markers, state: str, exclude: set[str], extra_class: str = "") -> list[Expr]:
+    """Moves out of ``state`` on every character but ``exclude`` (and ``extra_class``)."""
+    special = sorted({ch for ch in auto.chars if auto.step(state, ch) != ""} - exclude)
     options: list[Expr] = [seq(Chars("^" + _class_escape("".join(sorted(set(special) | exclude))) + extra_class), Ref("text-0"))]
     for ch in special:
-        nxt = step(state, ch)
-        if nxt < len(marker):  # reaching len(marker) would complete the marker
-            options.append(seq(Lit(ch), Ref(f"text-{nxt}")))
+        nxt = auto.step(state, ch)
+        if nxt is not None:  # None would complete a marker
+            options.append(seq(Lit(ch), Ref(auto.rule(nxt))))
     return options
 
 
 def _expand_text(g: Grammar, text: Text) -> Expr:
-    """Rules for a ``Text`` node: one per KMP state of the marker, plus a trie over ``avoid``."""
-    marker, avoid = text.marker, text.avoid
-    step = _kmp(marker)
-    for state in range(len(marker)):
-        g.add(f"text-{state}", Repeat(alt(*_text_edges(marker, state, set())), 0, 1))
-    # A trie over the openings to avoid, tracking the marker's KMP state as it goes: leaving it
-    # early is free text; completing an opening (or the marker) is impossible.
+    """Rules for a ``Text`` node: one per automaton state of the markers, plus a trie over ``avoid``."""
+    auto = _Markers(text.markers)
+    # Openings that begin like no text can (whitespace, a control character, a backtick) are
+    # barred already; a trie branch for them would let text open so after all.
+    avoid = tuple(a for a in text.avoid if a and a[0] > " " and a[0] != "`")
+    for state in auto.states:
+        g.add(auto.rule(state), Repeat(alt(*_text_edges(auto, state, set())), 0, 1))
+    # A trie over the openings to avoid, tracking the markers' state as it goes: leaving it
+    # early is free text; completing an opening (or a marker) is impossible.
     nodes: dict[str, Ref] = {}
 
-    def node(prefix: str, state: int) -> Expr:
+    def node(prefix: str, state: str) -> Expr:
         if prefix in nodes:
             return nodes[prefix]
         ref = g.add(g.unique_name("text-open"), Lit(""))
         nodes[prefix] = ref
         children = sorted({a[len(prefix)] for a in avoid if a.startswith(prefix) and len(a) > len(prefix)})
-        g.rules[ref.name] = Repeat(alt(*_text_edges(marker, state, set(children)), *branches(prefix, state, children)), 0, 1)
+        g.rules[ref.name] = Repeat(alt(*_text_edges(auto, state, set(children)), *branches(prefix, state, children)), 0, 1)
         return ref
 
-    def branches(prefix: str, state: int, chars: list[str]) -> list[Expr]:
+    def branches(prefix: str, state: str, chars: list[str]) -> list[Expr]:
         out: list[Expr] = []
         for ch in chars:
-            nxt = step(state, ch)
-            if nxt < len(marker) and prefix + ch not in avoid:
+            nxt = auto.step(state, ch)
+            if nxt is not None and prefix + ch not in avoid:
                 out.append(seq(Lit(ch), node(prefix + ch, nxt)))
         return out
 
     openers = sorted({a[0] for a in avoid})
-    first = _text_edges(marker, 0, {*openers, "`"}, "\\x00-\\x20")
-    return alt(*first, *branches("", 0, openers))
+    first = _text_edges(auto, "", {*openers, "`"}, "\\x00-\\x20")
+    return alt(*first, *branches("", "", openers))
 
 
 # -- reading GBNF ----------------------------------------------------------------------------------
