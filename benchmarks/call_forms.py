@@ -1,13 +1,16 @@
-"""Constrained decoding with each JSON layout, against free decoding and the model's own template.
+"""How each call-form mechanism of a family record changes accuracy, against free decoding and the
+model's own template.
 
     .venv/bin/python benchmarks/call_forms.py [--model qwen2.5-coder-0.5b] [--sample 40] [--json out.json]
 
-One run, the same BFCL v4 cases for every mode: free decoding (our template, tolerant parse),
-constrained decoding with the family's grammar in the ``compact`` layout (json.dumps style only)
-and in the ``natural`` layout (the newlines and indentation the model writes when free), and the
-``native`` peer (the GGUF's own template, free, tolerant parse). The constrained modes share one
-loaded model, so only the grammar differs. Prints accuracy, valid replies and disguised calls per
-category, then the multi-turn scenarios per mode; ``--json`` keeps every case.
+One run, the same BFCL v4 cases for every mode. Constrained decoding goes through the stages of
+the family record cumulatively, each a mode on one shared loaded model, so only the grammar and
+prompt differ: ``before`` (a call tagged or bare, compact JSON, no prompt wording: the grammar
+before call forms were data), ``+fenced`` (also the fenced ```json form), ``+natural`` (also the model's own
+newlines and indentation), ``+lists`` (also a JSON list of calls, fenced or bare, and the family's
+``parallel_hint``). ``free`` is free decoding with the family record as shipped; ``native`` the
+peer (the GGUF's own template, free, tolerant parse). Prints accuracy, valid replies and
+disguised calls per category, then the multi-turn scenarios per mode; ``--json`` keeps every case.
 """
 
 from __future__ import annotations
@@ -19,9 +22,24 @@ from localtools import Model, load
 from localtools._bench import Mode, run_bench, summarize, write_json
 from localtools._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample
 from localtools._catalog import resolve_model
+from localtools._families import Family
 from localtools._peers import NativePeer, Peer
 from localtools._scenarios import SCENARIOS, run_scenario, summarize_scenarios
-from localtools._schema_grammar import LAYOUTS
+
+#: The hint ``+lists`` adds when the family record has none.
+LIST_HINT = ("When the request needs several function calls, return all of them at once as a JSON list of "
+             '{"name": ..., "arguments": ...} objects.')
+
+
+def stages(shipped: Family) -> list[tuple[str, Family]]:
+    """The family record at each stage, cumulatively (see the module docstring)."""
+    singles = ("call-tagged", "call-bare")
+    before = dataclasses.replace(shipped, call_forms=singles, layout="compact", parallel_hint="")
+    fenced = dataclasses.replace(before, call_forms=("call-tagged", "call-fenced", "call-bare"))
+    natural = dataclasses.replace(fenced, layout="natural")
+    lists = dataclasses.replace(natural, call_forms=(*fenced.call_forms, "list-fenced", "list-bare"),
+                                parallel_hint=shipped.parallel_hint or LIST_HINT)
+    return [("before", before), ("+fenced", fenced), ("+natural", natural), ("+lists", lists)]
 
 
 def main() -> None:
@@ -41,9 +59,9 @@ def main() -> None:
     base = load(args.model)
     models: dict[tuple[str, str], Model | Peer] = {(args.model, "llama-cpp"): base}
     modes = [Mode(args.model, "llama-cpp", False)]
-    for layout in LAYOUTS:
-        name = f"{args.model}[{layout}]"
-        models[name, "llama-cpp"] = Model(base.backend, family=dataclasses.replace(base.family, layout=layout))
+    for stage, family in stages(base.family):
+        name = f"{args.model}[{stage}]"
+        models[name, "llama-cpp"] = Model(base.backend, family=family)
         modes.append(Mode(name, "llama-cpp", True))
     if not args.no_native:
         peer = NativePeer(path, model=args.model)

@@ -14,7 +14,7 @@ from ._schema_grammar import SchemaGrammar, UnsupportedSchema, layout_whitespace
 
 __all__ = ["build_grammar", "call_openings"]
 
-_NAME, _ARGS, _WS_IN, _WS_SEP = "\ue010name", "\ue010args", "\ue010ws-in", "\ue010ws-sep"
+_NAME, _ARGS, _WS_IN, _WS_SEP, _CALLS = "\ue010name", "\ue010args", "\ue010ws-in", "\ue010ws-sep", "\ue010calls"
 #: Most calls in one reply. Small models otherwise repeat the same call until max_tokens.
 MAX_PARALLEL_CALLS = 5
 
@@ -53,7 +53,9 @@ def build_grammar(
     if tool_choice == "none" or not tools:
         if tool_choice == "required":
             raise LocalToolsError("tool_choice='required' needs at least one tool")
-        g.add("root", Text(family.call_start))
+        # No call may follow, and none may hide in the answer either: the text opens like no call
+        # to an offered tool and holds no call form's opening.
+        g.add("root", Text(_markers(family), _text_avoid(family, tools)))
         return g
     fam = _family_grammar(family)
     try:
@@ -72,31 +74,116 @@ def build_grammar(
                                                     _WS_IN: ws_in, _WS_SEP: ws_sep})
         per_tool.append(g.add(g.unique_name(f"call-{fn['name']}"), body))
     g.add("tool-call", alt(*per_tool))
-    for name in ("call", "call-sep", "calls-open", "calls-close"):
-        g.add(name, fam.rules[name])
     parallel = parallel_tool_calls and family.parallel and max_parallel_calls > 1
+    singles, lists = _forms(family, fam)
+    for name in ("call-sep", "calls-open", "calls-close"):
+        g.add(name, fam.rules[name])
     more = Repeat(seq(Ref("call-sep"), Ref("call")), 0, max_parallel_calls - 1) if parallel else Lit("")
-    calls = g.add("calls", seq(Ref("calls-open"), Ref("call"), more, Ref("calls-close")))
+    items: Expr = Ref("tool-call")
+    if lists and parallel:
+        g.add("list-sep", _with_layout(fam.rules["list-sep"], ws_in, ws_sep))
+        items = seq(items, Repeat(seq(Ref("list-sep"), Ref("tool-call")), 0, max_parallel_calls - 1))
+    if singles:
+        g.add("call", alt(*(_with_layout(fam.rules[r], ws_in, ws_sep) for r in singles)))
+    for r in lists:
+        g.add(r, _substitute(_with_layout(fam.rules[r], ws_in, ws_sep), {_CALLS: items}))
+
+    def shapes(forms: list[str], call: str) -> list[Expr]:
+        out = [seq(Ref("calls-open"), Ref(call), more, Ref("calls-close"))] if forms else []
+        return out
+
+    marked = _marked_forms(family, fam)
+    calls = g.add("calls", alt(*shapes(singles, "call"), *(seq(Ref(r), Ref("calls-close")) for r in lists)))
     if tool_choice == "required":
         g.add("root", calls)
     else:
-        g.add("root", alt(calls, Text(family.call_start, _text_avoid(family, tools))))
+        text = g.add("text", Text(_markers(family), _text_avoid(family, tools, parallel)))
+        after: list[Expr] = []
+        marked_singles = [r for r in singles if r in marked]
+        if marked_singles:
+            g.add("marked-call", alt(*(_with_layout(fam.rules[r], ws_in, ws_sep) for r in marked_singles)))
+            after += shapes(marked_singles, "marked-call")
+        after += [seq(Ref(r), Ref("calls-close")) for r in lists if r in marked]
+        if after:
+            # Text, then calls in a form whose opening text never holds (a tag, a fence): what
+            # models write after a sentence of preamble is a call, constrained like any other.
+            g.add("root", alt(calls, seq(text, Repeat(alt(*after), 0, 1))))
+        else:
+            g.add("root", alt(calls, text))
     # Rules that render as "" (calls-open for Hermes, say) are inlined away for readability.
     _inline_empty(g)
     return g
+
+
+def _markers(family: Family) -> tuple[str, ...]:
+    """What text never holds: the call marker and the openings of the marked call forms."""
+    openings = {family.call_start, *_marked_forms(family, _family_grammar(family)).values()}
+    # An opening that holds another (the tag and a newline after it) is found by that one.
+    return tuple(sorted(m for m in openings if not any(o != m and o in m for o in openings)))
+
+
+def _marked_forms(family: Family, fam: Grammar) -> dict[str, str]:
+    """The forms whose opening can be told apart inside text (a tag, a fence, a marker; not a bare
+    JSON object or list), each with that opening, e.g. ``{"call-fenced": "```json\\n{"}``."""
+    singles, lists = _forms(family, fam)
+    out: dict[str, str] = {}
+    for r in (*singles, *lists):
+        opening = _literal_opening(seq(fam.rules["calls-open"], fam.rules[r]) if r in singles else fam.rules[r], fam)
+        if opening.lstrip("[").lstrip()[:1] not in ("", "{"):
+            out[r] = opening
+    return out
+
+
+def _literal_opening(e: Expr, fam: Grammar) -> str:
+    """The literal text every match of ``e`` opens with, following rule references of ``fam``."""
+    items = e.items if isinstance(e, Seq) else (e,)
+    text = ""
+    for item in items:
+        if isinstance(item, Ref) and item.name in fam.rules:
+            item = fam.rules[item.name]
+            inner = _literal_opening(item, fam)
+            text += inner
+            if not isinstance(item, Lit):
+                return text
+        elif isinstance(item, Lit):
+            text += item.text
+        else:
+            return text
+    return text
+
+
+def _with_layout(e: Expr, ws_in: Expr, ws_sep: Expr) -> Expr:
+    return _substitute(e, {_WS_IN: ws_in, _WS_SEP: ws_sep})
 
 
 @lru_cache(maxsize=32)
 def _family_grammar(family: Family) -> Grammar:
     try:
         fam = parse_gbnf(family.grammar_source(), placeholders={"NAME": Ref(_NAME), "ARGS": Ref(_ARGS),
-                                                                "WS-IN": Ref(_WS_IN), "WS-SEP": Ref(_WS_SEP)})
+                                                                "WS-IN": Ref(_WS_IN), "WS-SEP": Ref(_WS_SEP),
+                                                                "CALLS": Ref(_CALLS)})
     except ValueError as exc:
         raise TemplateError(f"grammars/{family.grammar}: {exc}") from None
-    needed = {"tool-call", "call", "call-sep", "calls-open", "calls-close"}
+    needed = {"tool-call", "call-sep", "calls-open", "calls-close"} | (set() if family.call_forms else {"call"})
     if needed - set(fam.rules):
         raise TemplateError(f"grammars/{family.grammar} must define {sorted(needed - set(fam.rules))}")
+    _forms(family, fam)
     return fam
+
+
+def _forms(family: Family, fam: Grammar) -> tuple[list[str], list[str]]:
+    """The rule names of the family's single-call forms and list forms (see ``Family.call_forms``)."""
+    if not family.call_forms:
+        return ["call"], []
+    singles = [f for f in family.call_forms if f.startswith("call-") and f in fam.rules]
+    lists = [f for f in family.call_forms if f.startswith("list-") and f in fam.rules]
+    unknown = [f for f in family.call_forms if f not in singles and f not in lists]
+    if unknown:
+        raise TemplateError(f"family {family.name!r}: call_forms {unknown} are not call-* or list-* rules "
+                            f"of grammars/{family.grammar}")
+    if lists and "list-sep" not in fam.rules:
+        raise TemplateError(f"grammars/{family.grammar} must define list-sep for the list forms {lists}")
+    return singles, lists
 
 
 def call_openings(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -108,18 +195,23 @@ def call_openings(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...
     return tuple(opening + json.dumps(t["function"]["name"]) for t in tools) if opening else ()
 
 
-def _text_avoid(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...]:
+def _text_avoid(family: Family, tools: list[dict[str, Any]], parallel: bool = True) -> tuple[str, ...]:
     """How a text answer under "auto" may not open: like a bare call to a given tool, or, when bare
-    calls are JSON objects, "{" and whitespace.
+    calls are JSON objects, "{" and whitespace; like a list form of calls ("[{", say).
 
     Small models pretty-print calls ('{\n  "name": "lawsuit_search", ...'); as text that would be
     a call no grammar checked. Barred from the text branch, the model writes the call in the
-    grammar's compact form, where its name and arguments are constrained. Compact JSON that is not
+    grammar's form, where its name and arguments are constrained. Compact JSON that is not
     a call (a model echoing a tool result, '{"name": "Ada", "plan": "pro"}') stays text.
     """
     openings = call_openings(family, tools)
     if any(o.startswith("{") for o in openings):
         openings += tuple("{" + ws for ws in " \n\t\r")
+    fam = _family_grammar(family)
+    for rule in _forms(family, fam)[1]:
+        opening = _literal_before(fam.rules[rule], _CALLS)
+        if opening:
+            openings += tuple(opening + after for after in ("{", " ", "\n", "\t", "\r"))
     return openings
 
 

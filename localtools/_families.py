@@ -23,6 +23,10 @@ class Family:
     #: The GBNF file in ``grammars/`` that spells a call (rules ``tool-call``, ``call``, ``call-sep``,
     #: ``calls-open``, ``calls-close``; placeholders ``NAME``, ``ARGS``, ``WS-IN``, ``WS-SEP``).
     grammar: str
+    #: The call forms the grammar admits: rules of the GBNF file. A ``call-*`` rule is one call
+    #: (several are joined by ``call-sep``); a ``list-*`` rule is several calls at once (its ``CALLS``
+    #: placeholder is ``tool-call`` items joined by ``list-sep``). Empty: the file's ``call`` rule.
+    call_forms: tuple[str, ...]
     #: The text that opens a call (a tag or marker; ``{"name"`` for bare JSON families).
     call_start: str
     #: The text that closes a tagged call ("" when calls are not tagged).
@@ -41,6 +45,10 @@ class Family:
     stop: tuple[str, ...]
     #: Other names the family answers to.
     aliases: tuple[str, ...]
+    #: Wording put first in the system message when tools are offered and several calls are
+    #: allowed: how this family's models should write several calls ("" for none; measured in
+    #: BENCHMARKS.md).
+    parallel_hint: str
     #: JSON layout inside calls: "compact" (json.dumps's one-space style) or "natural" (also the
     #: newlines and indentation the family's models write when free; BENCHMARKS.md measures both).
     layout: str

@@ -11,7 +11,7 @@ from typing import Any
 from ._constraints import build_grammar
 from ._errors import GenerationTruncated, LocalToolsError, TemplateError
 from ._families import Family, detect_family, get_family
-from ._grammar import Grammar, matches
+from ._grammar import Grammar, Text, matches
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt, render
 from ._tools import Tool
@@ -50,6 +50,14 @@ class ChatResult:
 
 def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
     return [t.spec() if isinstance(t, Tool) else t for t in tools]
+
+
+def _with_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """``messages`` with ``text`` first in the system message (which is added when there is none)."""
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content") or "", str):
+        first = {**messages[0], "content": f"{text}\n\n{messages[0].get('content') or ''}".rstrip("\n")}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
 
 
 class Model:
@@ -97,11 +105,21 @@ class Model:
         tools: Sequence[Tool | dict[str, Any]] = (),
         *,
         add_generation_prompt: bool = True,
+        parallel_tool_calls: bool = True,
+        tool_choice: ToolChoice = "auto",
     ) -> Prompt:
+        """The prompt for ``messages``; with tools, when the user has just asked, the family's
+        ``parallel_hint`` goes first in the system message unless at most one call may follow."""
+        specs = _specs(tools)
+        # The hint is for the turn that answers the user; after a tool result the model should answer.
+        asked = bool(messages) and messages[-1].get("role") == "user"
+        if asked and specs and parallel_tool_calls and self.family.parallel and self.family.parallel_hint and \
+                tool_choice != "none":
+            messages = _with_system(messages, self.family.parallel_hint)
         return render(
             self.template_source,
             messages,
-            _specs(tools),
+            specs,
             add_generation_prompt=add_generation_prompt,
             bos_token=self.backend.bos_token,
             eos_token=self.backend.eos_token,
@@ -113,9 +131,22 @@ class Model:
         return build_grammar(self.family, _specs(tools), tool_choice, parallel_tool_calls)
 
     @staticmethod
-    def _took_calls(raw: str, grammar: Grammar) -> bool:
-        """Whether constrained output took the grammar's calls branch (and not its text branch)."""
-        return "calls" in grammar.rules and matches(Grammar(grammar.rules, "calls"), raw)
+    def _split_calls(raw: str, grammar: Grammar) -> tuple[str, str] | None:
+        """(text, calls) when constrained output took a calls branch of the grammar: calls alone,
+        or text and then calls in a marked form; ``None`` when it is a text answer."""
+        rules = grammar.rules
+        if "calls" not in rules:
+            return None
+        if matches(Grammar(rules, "calls"), raw):
+            return "", raw
+        text = rules.get("text")
+        if not isinstance(text, Text) or matches(Grammar(rules, "text"), raw):
+            return None
+        # Text never holds a marked form's opening, so the first one is where the calls begin.
+        found = [i for m in text.markers if (i := raw.find(m)) >= 0]
+        if not found or not matches(grammar, raw):
+            return None
+        return raw[: min(found)], raw[min(found):]
 
     def _cut_inside_call(self, raw: str, grammar: Grammar | None) -> bool:
         if grammar is not None:
@@ -152,7 +183,7 @@ class Model:
         does not parse.
         """
         specs = _specs(tools)
-        prompt = self.render(messages, specs)
+        prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice)
         grammar = self.grammar(specs, tool_choice, parallel_tool_calls) if constrained else None
         if not constrained and tool_choice not in ("auto", "required", "none") and tool_choice not in {
             s["function"]["name"] for s in specs
@@ -186,14 +217,16 @@ class Model:
         if cut:
             raise GenerationTruncated(max_tokens, raw)
         latency = time.perf_counter() - started
-        if grammar is not None and not self._took_calls(raw, grammar):
+        split = self._split_calls(raw, grammar) if grammar is not None else ("", raw)
+        if split is None:
             # The grammar's text branch: the answer as written, whatever JSON it quotes.
             parsed_content, calls = raw.strip(), []
         else:
-            # Free output, or a reply the grammar's calls rule accepts in one of the family's call
-            # forms (tagged, fenced, bare; any layout): the parser reads every form.
-            parsed = parse_reply(raw, self.family, tolerant=True)
-            parsed_content, calls = parsed.content, parsed.tool_calls
+            # Free output, or calls the grammar accepted in one of the family's call forms (tagged,
+            # fenced, bare, a list; any layout), perhaps after text: the parser reads every form.
+            parsed = parse_reply(split[1], self.family, tolerant=True)
+            parsed_content = "\n\n".join(p for p in (split[0].strip(), parsed.content) if p)
+            calls = parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
         before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
         if before_stop is not None:

@@ -11,6 +11,7 @@ import pytest
 from localtools import (
     Agent,
     GenerationTruncated,
+    LocalToolsError,
     MaxStepsExceeded,
     Model,
     RetryLimitExceeded,
@@ -232,3 +233,27 @@ def test_run_inside_event_loop_says_use_arun() -> None:
         return (await a.arun("x")).answer
 
     assert asyncio.run(inside()) == "hi"
+
+
+def test_a_call_after_a_preamble_is_a_constrained_call_and_the_preamble_its_content() -> None:
+    call = '```json\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n```'
+    tagged = tc("get_customer", customer_id="cust-1001")
+    model = Model(ScriptedBackend([f"Let me look that up.\n\n{call}", f"Checking. {tagged}",
+                                   'The record: {"name": "get_customer", "arguments": {}} was not a call.']),
+                  family="qwen2.5")
+    question = [{"role": "user", "content": "plan?"}]
+    for content in ("Let me look that up.", "Checking."):
+        result = model.chat(question, [get_customer])
+        assert result.content == content
+        assert [(c.name, c.arguments) for c in result.tool_calls] == [("get_customer", {"customer_id": "cust-1001"})]
+        assert result.finish_reason == "tool_calls"
+    # JSON written further into a text answer, in no call form, stays text: nothing unconstrained runs.
+    result = model.chat(question, [get_customer])
+    assert not result.tool_calls and result.content.startswith("The record:")
+
+
+def test_text_may_not_open_a_fenced_call_it_does_not_finish() -> None:
+    model = Model(ScriptedBackend(['Here:\n```json\n{"plan": "pro"}\n```']), family="qwen2.5")
+    # The fence's opening starts a call, so a record in a json fence is not an answer under auto.
+    with pytest.raises(LocalToolsError, match="violates the grammar"):
+        model.chat([{"role": "user", "content": "plan?"}], [get_customer])

@@ -104,22 +104,28 @@ def test_lark_and_regex_snapshots() -> None:
     g = build_grammar(dataclasses.replace(get_family("qwen2.5"), layout="natural"), [CUSTOMER], "required",
                       parallel_tool_calls=False)
     # Free text is one llguidance terminal: & (and) and ~ (not) over regexes.
-    assert build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto").to_lark().endswith(
-        "TEXT_1: /(?s:.+)/ & ~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/ & ~/(?s:.*)\\x{3C}tool\\x{5F}call\\x{3E}(?s:.*)/ & "
+    singles = dataclasses.replace(get_family("qwen2.5"), call_forms=("call-tagged", "call-fenced", "call-bare"),
+                                  layout="compact")
+    assert build_grammar(singles, [CUSTOMER], "auto").to_lark().endswith(
+        "TEXT_1: /(?s:.+)/ & ~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/ & "
+        "~/(?s:.*)(?:\\x{3C}tool\\x{5F}call\\x{3E}|\\x{60}\\x{60}\\x{60}json\\x{A}\\x{7B})(?s:.*)/ & "
         "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer\\x{22}|\\x{7B}\\x{20}|\\x{7B}\\x{A}|\\x{7B}\\x{9}|"
         "\\x{7B}\\x{D})(?s:.*)/\n"
     )
     assert g.to_lark() == (
         "start: r_root\n"
         "r_root: r_calls\n"
-        "r_calls: r_call r_calls_close\n"
+        "r_calls: r_call r_calls_close | r_list_fenced r_calls_close | r_list_bare r_calls_close\n"
         'r_call: "<tool_call>\\n" r_tool_call "\\n</tool_call>" | "```json\\n" r_tool_call "\\n```" | r_tool_call\n'
         'r_calls_close: ("\\n")?\n'
+        # One call allowed: a list holds one.
+        'r_list_fenced: "```json\\n[" r_ws_in r_tool_call r_ws_in "]\\n```"\n'
+        'r_list_bare: "[" r_ws_in r_tool_call r_ws_in "]"\n'
         "r_tool_call: r_call_get_customer\n"
+        'r_ws_in: ("\\n" (/[\\x{20}\\x{9}]/){0,20})?\n'
         # The family's natural layout: a newline and indentation may follow "{" and ",", and precede "}".
         'r_call_get_customer: "{" r_ws_in "\\"name\\": \\"get_customer\\"," r_ws_sep "\\"arguments\\": " '
         'r_get_customer_args r_ws_in "}"\n'
-        'r_ws_in: ("\\n" (/[\\x{20}\\x{9}]/){0,20})?\n'
         'r_ws_sep: " " | "\\n" (/[\\x{20}\\x{9}]/){0,20}\n'
         'r_get_customer_args: "{" r_ws_in "\\"customer_id\\": " r_get_customer_args_customer_id r_ws_in "}"\n'
         "r_get_customer_args_customer_id: r_json_string\n"
@@ -138,3 +144,16 @@ def test_recursive_grammar_is_not_regular() -> None:
     g = build_grammar(get_family("qwen2.5"), one_tool({"type": "object", "properties": {"d": {"type": "object"}}}), "required")
     with pytest.raises(GrammarNotRegular, match="json-value"):
         g.to_regex()
+
+
+def test_calls_after_a_preamble_per_engine() -> None:
+    """GBNF engines and the regex take text, then a tagged or fenced call; llguidance's greedy
+    lexer cannot end free text before a call, so its rendering admits text or calls, not both."""
+    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto")
+    body = '{"name": "get_customer", "arguments": {"customer_id": "c1"}}'
+    both = [f"Let me check.\n```json\n{body}\n```", f"Checking. <tool_call>\n{body}\n</tool_call>"]
+    alone = ["Let me check.", f"```json\n{body}\n```"]
+    for name, accepts in engines(g).items():
+        assert all(accepts(t) for t in alone), name
+        assert all(accepts(t) for t in both) == (name != "llguidance"), name
+        assert not accepts('Here:\n```json\n{"plan": "pro"}\n```'), name

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from localtools import get_family
 from localtools._constraints import build_grammar
 from localtools._families import Family
-from localtools._grammar import matches, parse_gbnf
+from localtools._grammar import Grammar, Text, matches, parse_gbnf
 
 CUSTOMER = {
     "type": "function",
@@ -111,13 +113,16 @@ def test_gbnf_snapshot() -> None:
     g = build_grammar(natural("qwen2.5"), [CUSTOMER], "required")
     assert g.to_gbnf() == (
         "root ::= calls\n"
-        "calls ::= call (call-sep call){0,4} calls-close\n"
+        "calls ::= call (call-sep call){0,4} calls-close | list-fenced calls-close | list-bare calls-close\n"
         'call ::= "<tool_call>\\n" tool-call "\\n</tool_call>" | "```json\\n" tool-call "\\n```" | tool-call\n'
         'call-sep ::= "\\n"\n'
         'calls-close ::= "\\n"?\n'
+        'list-fenced ::= "```json\\n[" ws-in tool-call (list-sep tool-call){0,4} ws-in "]\\n```"\n'
+        'list-bare ::= "[" ws-in tool-call (list-sep tool-call){0,4} ws-in "]"\n'
         "tool-call ::= call-get-customer\n"
-        'call-get-customer ::= "{" ws-in "\\"name\\": \\"get_customer\\"," ws-sep "\\"arguments\\": " get-customer-args ws-in "}"\n'
         'ws-in ::= ("\\n" [ \\t]{0,20})?\n'
+        'list-sep ::= "," ws-sep\n'
+        'call-get-customer ::= "{" ws-in "\\"name\\": \\"get_customer\\"," ws-sep "\\"arguments\\": " get-customer-args ws-in "}"\n'
         'ws-sep ::= " " | "\\n" [ \\t]{0,20}\n'
         'get-customer-args ::= "{" ws-in "\\"customer_id\\": " get-customer-args-customer-id ws-in "}"\n'
         "get-customer-args-customer-id ::= json-string\n"
@@ -171,3 +176,80 @@ def test_llama_cpp_accepts_every_grammar(family: str, choice: str) -> None:
     llama_cpp = pytest.importorskip("llama_cpp")
     gbnf = build_grammar(get_family(family), [CUSTOMER, *one_tool({"type": "object", "properties": {}})], choice).to_gbnf()
     llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+def forms(*names: str, layout: str = "compact", family: str = "qwen2.5") -> Family:
+    import dataclasses
+
+    return dataclasses.replace(get_family(family), call_forms=names, layout=layout)
+
+
+NO_ARGS = one_tool({"type": "object", "properties": {}})
+ONE = '{"name": "f", "arguments": {}}'
+
+
+def test_call_forms_admit_only_the_listed_forms() -> None:
+    tagged = forms("call-tagged")
+    assert matches(build_grammar(tagged, NO_ARGS, "required"), f"<tool_call>\n{ONE}\n</tool_call>")
+    for other in (ONE, f"```json\n{ONE}\n```", f"[{ONE}]"):
+        assert not matches(build_grammar(tagged, NO_ARGS, "required"), other)
+    fenced = forms("call-fenced")
+    assert matches(build_grammar(fenced, NO_ARGS, "required"), f"```json\n{ONE}\n```")
+    assert not matches(build_grammar(fenced, NO_ARGS, "required"), f"<tool_call>\n{ONE}\n</tool_call>")
+
+
+def test_list_forms_hold_several_calls_up_to_the_bound() -> None:
+    fam = forms("call-tagged", "list-fenced", "list-bare")
+    g = build_grammar(fam, NO_ARGS, "required", max_parallel_calls=3)
+    assert matches(g, f"[{ONE}, {ONE}]")
+    assert matches(g, f"```json\n[{ONE}, {ONE}, {ONE}]\n```\n")
+    assert not matches(g, f"[{ONE}, {ONE}, {ONE}, {ONE}]")
+    assert not matches(g, "[]")
+    # With one call allowed, a list holds one call.
+    single = build_grammar(fam, NO_ARGS, "required", parallel_tool_calls=False)
+    assert matches(single, f"[{ONE}]")
+    assert not matches(single, f"[{ONE}, {ONE}]")
+
+
+def test_list_forms_follow_the_layout() -> None:
+    fam = forms("list-fenced", layout="natural")
+    pretty = '```json\n[\n  {\n    "name": "f",\n    "arguments": {}\n  },\n  {"name": "f", "arguments": {}}\n]\n```'
+    assert matches(build_grammar(fam, NO_ARGS, "required"), pretty)
+    assert not matches(build_grammar(forms("list-fenced"), NO_ARGS, "required"), pretty)
+
+
+def test_text_under_auto_may_not_open_like_any_admitted_form() -> None:
+    g = build_grammar(forms("call-tagged", "call-fenced", "call-bare", "list-fenced", "list-bare"), NO_ARGS, "auto")
+    for text in ("Sure.", "[1] is the first source", "{\"name\": \"Ada\", \"plan\": \"pro\"}", "a `code` span"):
+        assert matches(g, text), text
+    # Openings of a call or a list of calls in any layout are not text; nor is a fenced block
+    # opening the reply (fenced calls are constrained, so text never starts with a backtick).
+    for text in ('```json\n{\n  "name": "f"', "[{\"name\": \"f\"", "[\n  {", '{\n  "name": "f"', "```python\nx = 1"):
+        assert not matches(g, text), text
+
+
+def test_unknown_call_forms_are_a_template_error() -> None:
+    from localtools._errors import TemplateError
+
+    with pytest.raises(TemplateError, match=r"call_forms \['call-smoke'\] are not call-\* or list-\* rules"):
+        build_grammar(forms("call-tagged", "call-smoke"), [CUSTOMER], "auto")
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "chatml", "llama3", "mistral", "gemma"])
+def test_every_family_call_form_reaches_llama_cpp(family: str) -> None:
+    llama_cpp = pytest.importorskip("llama_cpp")
+    fam = get_family(family)
+    gbnf = build_grammar(forms(*fam.call_forms, layout="natural", family=family), [CUSTOMER], "auto").to_gbnf()
+    llama_cpp.LlamaGrammar.from_string(gbnf, verbose=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(markers=st.lists(st.text(alphabet="ab<`", min_size=1, max_size=4), min_size=1, max_size=3),
+       text=st.text(alphabet="ab<`x \n", min_size=1, max_size=12))
+def test_text_never_holds_a_marker(markers: list[str], text: str) -> None:
+    """The Text automaton over several markers agrees with a direct reading of its definition."""
+    g = Grammar({"root": Text(tuple(markers))})
+    expected = not any(m in text for m in markers) and text[0] > " " and text[0] != "`"
+    assert matches(g, text) == expected
+    # Rendered as GBNF for llama.cpp and read back, it is the same language.
+    assert matches(parse_gbnf(g.to_gbnf()), text) == expected

@@ -77,3 +77,40 @@ def test_detection_from_metadata() -> None:
     with pytest.raises(TemplateError, match="no family matches"):
         detect_family({"general.architecture": "rwkv"})
     assert get_family("hermes").name == "qwen2.5"
+
+
+def test_parallel_hint_goes_first_in_the_system_message_when_the_user_has_asked() -> None:
+    import dataclasses
+
+    from localtools import Model
+    from localtools.backends.scripted import ScriptedBackend
+
+    hint = "Write several calls as one JSON list."
+    fam = dataclasses.replace(get_family("qwen2.5"), parallel_hint=hint)
+    model = Model(ScriptedBackend([]), family=fam)
+    question = [{"role": "user", "content": "Plans of cust-1 and cust-2?"}]
+    assert f"<|im_start|>system\n{hint}\n\n# Tools" in model.render(question, TOOLS).text
+    # A system message of the user's keeps its place after the hint.
+    assert f"<|im_start|>system\n{hint}\n\nBe brief." in model.render(CONVERSATION[:2], TOOLS).text
+    # No hint after a tool result (the model should answer now), where at most one call may
+    # follow, or without tools.
+    assert hint not in model.render(CONVERSATION, TOOLS).text
+    assert hint not in model.render(question, TOOLS, parallel_tool_calls=False).text
+    assert hint not in model.render(question, TOOLS, tool_choice="none").text
+    assert hint not in model.render(question, []).text
+    # The history is not modified.
+    assert question == [{"role": "user", "content": "Plans of cust-1 and cust-2?"}]
+
+
+def test_the_readmes_family_record_is_a_valid_record() -> None:
+    """The one line the README tells family authors to add has every field, and only known ones."""
+    import re
+    import tomllib
+
+    from localtools._families import Family
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    line = re.search(r"^\s*(myfamily = \{.*\})$", readme, re.MULTILINE)
+    assert line, "README: the example families.toml line is missing"
+    record = tomllib.loads(line.group(1))["myfamily"]
+    assert set(record) == set(Family.__dataclass_fields__) - {"name"}
