@@ -50,6 +50,7 @@ def main() -> None:
     parser.add_argument("--category", action="append", choices=CATEGORIES)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--no-native", action="store_true", help="leave out the native peer")
+    parser.add_argument("--no-scenarios", action="store_true", help="leave out the multi-turn scenarios")
     parser.add_argument("--json")
     args = parser.parse_args()
 
@@ -82,8 +83,9 @@ def main() -> None:
     for row in rows:
         print(f"| {row['mode']} | {row['category']} | {row['cases']} | {row['accuracy']:.1%} | {row['valid_rate']:.1%} | "
               f"{row['disguised_calls']} |")
-    scenario_results = [run_scenario(models[m.model, m.backend], m.label, sc, constrained=m.constrained,
-                                     max_tokens=args.max_tokens) for sc in SCENARIOS for m in modes]
+    scenario_results = [] if args.no_scenarios else [
+        run_scenario(models[m.model, m.backend], m.label, sc, constrained=m.constrained, max_tokens=args.max_tokens)
+        for sc in SCENARIOS for m in modes]
     scenario_rows = summarize_scenarios(scenario_results)
     print("\n| mode | scenarios | answered | called once | mean steps |")
     print("| --- | --- | --- | --- | --- |")
