@@ -8,8 +8,7 @@ from typing import Any
 
 from ._errors import LocalToolsError, TemplateError
 from ._families import Family
-from ._grammar import Alt as _Alt
-from ._grammar import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, parse_gbnf, seq
+from ._grammar import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, parse_gbnf, rewrite, seq
 from ._schema_grammar import SchemaGrammar, UnsupportedSchema, layout_whitespace
 
 __all__ = ["build_grammar", "call_openings"]
@@ -20,15 +19,7 @@ MAX_PARALLEL_CALLS = 5
 
 
 def _substitute(e: Expr, mapping: dict[str, Expr]) -> Expr:
-    if isinstance(e, Ref):
-        return mapping.get(e.name, e)
-    if isinstance(e, Seq):
-        return seq(*(_substitute(i, mapping) for i in e.items))
-    if isinstance(e, _Alt):
-        return alt(*(_substitute(i, mapping) for i in e.options))
-    if isinstance(e, Repeat):
-        return Repeat(_substitute(e.item, mapping), e.min, e.max)
-    return e
+    return rewrite(e, lambda x: mapping.get(x.name) if isinstance(x, Ref) else None)
 
 
 def build_grammar(

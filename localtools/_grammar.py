@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = [
     "Alt", "Any_", "Chars", "Expr", "Grammar", "GrammarNotRegular", "Lit", "Ref", "Repeat", "Seq", "Text",
-    "alt", "parse_gbnf", "seq",
+    "alt", "parse_gbnf", "rewrite", "seq",
 ]
 
 
@@ -149,21 +150,15 @@ class Grammar:
         g = Grammar(dict(self.rules), self.root)
         expansions: dict[Text, Expr] = {}
 
-        def lower(e: Expr) -> Expr:
+        def lower(e: Expr) -> Expr | None:
             if isinstance(e, Text):
                 if e not in expansions:
                     expansions[e] = _expand_text(g, e)
                 return expansions[e]
-            if isinstance(e, Seq):
-                return seq(*(lower(i) for i in e.items))
-            if isinstance(e, Alt):
-                return alt(*(lower(i) for i in e.options))
-            if isinstance(e, Repeat):
-                return Repeat(lower(e.item), e.min, e.max)
-            return e
+            return None
 
         for name in list(self.rules):
-            g.rules[name] = lower(self.rules[name])
+            g.rules[name] = rewrite(self.rules[name], lower)
         return g
 
     def to_gbnf(self) -> str:
@@ -197,19 +192,14 @@ class Grammar:
     def _text_last(self) -> Grammar:
         texts = {n for n, e in self.rules.items() if isinstance(e, Text)}
 
-        def cut(e: Expr) -> Expr:
+        def cut(e: Expr) -> Expr | None:
             if isinstance(e, Seq):
                 first = e.items[0]
                 if isinstance(first, Text) or (isinstance(first, Ref) and first.name in texts):
                     return first
-                return seq(*(cut(i) for i in e.items))
-            if isinstance(e, Alt):
-                return alt(*(cut(i) for i in e.options))
-            if isinstance(e, Repeat):
-                return Repeat(cut(e.item), e.min, e.max)
-            return e
+            return None
 
-        return Grammar({n: cut(e) for n, e in self.rules.items()}, self.root)
+        return Grammar({n: rewrite(e, cut) for n, e in self.rules.items()}, self.root)
 
     def to_regex(self) -> str:
         """One regular expression (Rust ``regex`` syntax) for the whole language.
@@ -363,6 +353,21 @@ def _regex(e: Expr, rules: dict[str, Expr], stack: tuple[str, ...]) -> str:
     if isinstance(e, Repeat):
         return _regex_repeat(f"(?:{_regex(e.item, rules, stack)})", e.min, e.max)
     raise TypeError(e)
+
+
+def rewrite(e: Expr, change: Callable[[Expr], Expr | None]) -> Expr:
+    """``e`` with every node for which ``change`` returns an expression replaced by it, bottom-up
+    through sequences, alternatives and repeats elsewhere."""
+    new = change(e)
+    if new is not None:
+        return new
+    if isinstance(e, Seq):
+        return seq(*(rewrite(i, change) for i in e.items))
+    if isinstance(e, Alt):
+        return alt(*(rewrite(i, change) for i in e.options))
+    if isinstance(e, Repeat):
+        return Repeat(rewrite(e.item, change), e.min, e.max)
+    return e
 
 
 def _has_text(e: Expr) -> bool:
