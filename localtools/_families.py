@@ -49,6 +49,9 @@ class Family:
     #: allowed: how this family's models should write several calls ("" for none; measured in
     #: BENCHMARKS.md).
     parallel_hint: str
+    #: Wording the prompt ends with when the last message is a tool result, as a user turn that
+    #: stays out of the history: answer now, call again only if needed ("" for none).
+    result_hint: str
     #: JSON layout inside calls: "compact" (json.dumps's one-space style) or "natural" (also the
     #: newlines and indentation the family's models write when free; BENCHMARKS.md measures both).
     layout: str

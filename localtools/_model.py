@@ -108,14 +108,16 @@ class Model:
         parallel_tool_calls: bool = True,
         tool_choice: ToolChoice = "auto",
     ) -> Prompt:
-        """The prompt for ``messages``; with tools, when the user has just asked, the family's
-        ``parallel_hint`` goes first in the system message unless at most one call may follow."""
+        """The prompt for ``messages``: with tools, the family's ``parallel_hint`` goes first in
+        the system message unless at most one call may follow, and after tool results the prompt
+        ends with its ``result_hint``. Both stay out of ``messages``; the prefix stays the same
+        from turn to turn, so a backend's prompt cache keeps working."""
         specs = _specs(tools)
-        # The hint is for the turn that answers the user; after a tool result the model should answer.
-        asked = bool(messages) and messages[-1].get("role") == "user"
-        if asked and specs and parallel_tool_calls and self.family.parallel and self.family.parallel_hint and \
-                tool_choice != "none":
-            messages = _with_system(messages, self.family.parallel_hint)
+        fam = self.family
+        if specs and parallel_tool_calls and fam.parallel and fam.parallel_hint and tool_choice != "none":
+            messages = _with_system(messages, fam.parallel_hint)
+        if specs and fam.result_hint and messages and messages[-1].get("role") == "tool":
+            messages = [*messages, {"role": "user", "content": fam.result_hint}]
         return render(
             self.template_source,
             messages,

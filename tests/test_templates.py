@@ -79,27 +79,31 @@ def test_detection_from_metadata() -> None:
     assert get_family("hermes").name == "qwen2.5"
 
 
-def test_parallel_hint_goes_first_in_the_system_message_when_the_user_has_asked() -> None:
+def test_family_hints_go_into_the_prompt_and_never_into_the_history() -> None:
     import dataclasses
 
     from localtools import Model
     from localtools.backends.scripted import ScriptedBackend
 
-    hint = "Write several calls as one JSON list."
-    fam = dataclasses.replace(get_family("qwen2.5"), parallel_hint=hint)
+    hint, after = "Write several calls as one JSON list.", "Answer from the results now."
+    fam = dataclasses.replace(get_family("qwen2.5"), parallel_hint=hint, result_hint=after)
     model = Model(ScriptedBackend([]), family=fam)
     question = [{"role": "user", "content": "Plans of cust-1 and cust-2?"}]
     assert f"<|im_start|>system\n{hint}\n\n# Tools" in model.render(question, TOOLS).text
     # A system message of the user's keeps its place after the hint.
     assert f"<|im_start|>system\n{hint}\n\nBe brief." in model.render(CONVERSATION[:2], TOOLS).text
-    # No hint after a tool result (the model should answer now), where at most one call may
-    # follow, or without tools.
-    assert hint not in model.render(CONVERSATION, TOOLS).text
+    # After tool results the prompt ends with the result hint as a user turn; the system message
+    # (and so the prompt's prefix) is the same as on the first turn.
+    prompt = model.render(CONVERSATION, TOOLS).text
+    assert prompt.endswith(f"</tool_response><|im_end|>\n<|im_start|>user\n{after}<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt.startswith(model.render(CONVERSATION[:2], TOOLS).text.split("<|im_start|>user")[0])
+    # No parallel hint where at most one call may follow; no hints without tools.
     assert hint not in model.render(question, TOOLS, parallel_tool_calls=False).text
     assert hint not in model.render(question, TOOLS, tool_choice="none").text
-    assert hint not in model.render(question, []).text
+    assert after in model.render(CONVERSATION, TOOLS, tool_choice="none").text
+    assert hint not in model.render(question, []).text and after not in model.render(CONVERSATION, []).text
     # The history is not modified.
-    assert question == [{"role": "user", "content": "Plans of cust-1 and cust-2?"}]
+    assert question == [{"role": "user", "content": "Plans of cust-1 and cust-2?"}] and len(CONVERSATION) == 4
 
 
 def test_the_readmes_family_record_is_a_valid_record() -> None:
