@@ -2,15 +2,18 @@
 model's own template.
 
     .venv/bin/python benchmarks/call_forms.py [--model qwen2.5-coder-0.5b] [--sample 40] [--json out.json]
+                                              [--only bfcl|scenarios]
 
-One run, the same BFCL v4 cases for every mode. Constrained decoding goes through the stages of
-the family record cumulatively, each a mode on one shared loaded model, so only the grammar and
-prompt differ: ``before`` (a call tagged or bare, compact JSON, no prompt wording: the grammar
-before call forms were data), ``+fenced`` (also the fenced ```json form), ``+natural`` (also the model's own
-newlines and indentation), ``+lists`` (also a JSON list of calls, fenced or bare, and the family's
-``parallel_hint``). ``free`` is free decoding with the family record as shipped; ``native`` the
-peer (the GGUF's own template, free, tolerant parse). Prints accuracy, valid replies and
-disguised calls per category, then the multi-turn scenarios per mode; ``--json`` keeps every case.
+One run, the same cases for every mode. Constrained decoding goes through the stages of the family
+record cumulatively, each a mode on one shared loaded model, so only the grammar and prompt
+differ: ``before`` (a call tagged or bare, compact JSON, no hints: the grammar before call forms
+were data), ``+fenced`` (also the fenced ```json form), ``+natural`` (also the model's own
+newlines and indentation), ``+lists`` (also a JSON list of calls, fenced or bare, and the
+``parallel_hint``), ``+result`` (also the ``result_hint`` after tool results: the record as
+shipped). ``free`` is free decoding with the record as shipped; ``native`` the peer (the GGUF's
+own template, free, tolerant parse). BFCL's cases are single-turn, so ``+result`` runs only in the
+multi-turn scenarios. Prints accuracy, valid replies and disguised calls per category, then the
+scenarios per mode; ``--json`` keeps every case.
 """
 
 from __future__ import annotations
@@ -24,22 +27,25 @@ from localtools._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample
 from localtools._catalog import resolve_model
 from localtools._families import Family
 from localtools._peers import NativePeer, Peer
-from localtools._scenarios import SCENARIOS, run_scenario, summarize_scenarios
+from localtools._scenarios import SCENARIOS, ScenarioResult, run_scenario, summarize_scenarios
 
-#: The hint ``+lists`` adds when the family record has none.
+#: The hints the stages add when the family record has none.
 LIST_HINT = ("When the request needs several function calls, return all of them at once as a JSON list of "
              '{"name": ..., "arguments": ...} objects.')
+RESULT_HINT = ("Now answer the user's question from the results above, in plain text. Call another function "
+               "only if the answer needs one.")
 
 
 def stages(shipped: Family) -> list[tuple[str, Family]]:
     """The family record at each stage, cumulatively (see the module docstring)."""
-    singles = ("call-tagged", "call-bare")
-    before = dataclasses.replace(shipped, call_forms=singles, layout="compact", parallel_hint="")
+    before = dataclasses.replace(shipped, call_forms=("call-tagged", "call-bare"), layout="compact",
+                                 parallel_hint="", result_hint="")
     fenced = dataclasses.replace(before, call_forms=("call-tagged", "call-fenced", "call-bare"))
     natural = dataclasses.replace(fenced, layout="natural")
     lists = dataclasses.replace(natural, call_forms=(*fenced.call_forms, "list-fenced", "list-bare"),
                                 parallel_hint=shipped.parallel_hint or LIST_HINT)
-    return [("before", before), ("+fenced", fenced), ("+natural", natural), ("+lists", lists)]
+    result = dataclasses.replace(lists, result_hint=shipped.result_hint or RESULT_HINT)
+    return [("before", before), ("+fenced", fenced), ("+natural", natural), ("+lists", lists), ("+result", result)]
 
 
 def main() -> None:
@@ -50,12 +56,10 @@ def main() -> None:
     parser.add_argument("--category", action="append", choices=CATEGORIES)
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--no-native", action="store_true", help="leave out the native peer")
-    parser.add_argument("--no-scenarios", action="store_true", help="leave out the multi-turn scenarios")
+    parser.add_argument("--only", choices=["bfcl", "scenarios"], help="run one part (default: both)")
     parser.add_argument("--json")
     args = parser.parse_args()
 
-    folder = bfcl_data_dir()
-    cases = [c for cat in args.category or CATEGORIES for c in sample(load_cases(folder, cat), args.sample, args.seed)]
     path, entry = resolve_model(args.model)
     base = load(args.model)
     models: dict[tuple[str, str], Model | Peer] = {(args.model, "llama-cpp"): base}
@@ -68,34 +72,40 @@ def main() -> None:
         peer = NativePeer(path, model=args.model)
         models[args.model, peer.name] = peer
         modes.append(Mode(args.model, peer.name, False, peer=True))
-    done = 0
+    single_turn = [m for m in modes if not m.model.endswith("[+result]")]
 
-    def progress(result: object) -> None:
-        nonlocal done
-        done += 1
-        if done % 25 == 0:
-            print(f"{done}/{len(cases) * len(modes)}", flush=True)
+    results, rows = [], []
+    if args.only != "scenarios":
+        folder = bfcl_data_dir()
+        cases = [c for cat in args.category or CATEGORIES for c in sample(load_cases(folder, cat), args.sample, args.seed)]
+        done = 0
 
-    results = run_bench(models, modes, cases, max_tokens=args.max_tokens, on_result=progress)
-    rows = summarize(results, modes)
-    print("| mode | category | cases | accuracy | valid | disguised |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for row in rows:
-        print(f"| {row['mode']} | {row['category']} | {row['cases']} | {row['accuracy']:.1%} | {row['valid_rate']:.1%} | "
-              f"{row['disguised_calls']} |")
-    scenario_results = [] if args.no_scenarios else [
-        run_scenario(models[m.model, m.backend], m.label, sc, constrained=m.constrained, max_tokens=args.max_tokens)
-        for sc in SCENARIOS for m in modes]
-    scenario_rows = summarize_scenarios(scenario_results)
-    print("\n| mode | scenarios | answered | called once | mean steps |")
-    print("| --- | --- | --- | --- | --- |")
-    for srow in scenario_rows:
-        print(f"| {srow['mode']} | {srow['scenarios']} | {srow['answer_rate']:.0%} | {srow['called_once_rate']:.0%} | "
-              f"{srow['mean_steps']:.1f} |")
+        def progress(result: object) -> None:
+            nonlocal done
+            done += 1
+            if done % 25 == 0:
+                print(f"{done}/{len(cases) * len(single_turn)}", flush=True)
+
+        results = run_bench(models, single_turn, cases, max_tokens=args.max_tokens, on_result=progress)
+        rows = summarize(results, single_turn)
+        print("| mode | category | cases | accuracy | valid | disguised |")
+        print("| --- | --- | --- | --- | --- | --- |")
+        for row in rows:
+            print(f"| {row['mode']} | {row['category']} | {row['cases']} | {row['accuracy']:.1%} | "
+                  f"{row['valid_rate']:.1%} | {row['disguised_calls']} |")
+    scenario_results: list[ScenarioResult] = []
+    if args.only != "bfcl":
+        scenario_results = [run_scenario(models[m.model, m.backend], m.label, sc, constrained=m.constrained,
+                                         max_tokens=args.max_tokens) for sc in SCENARIOS for m in modes]
+        print("\n| mode | scenarios | answered | called once | mean steps |")
+        print("| --- | --- | --- | --- | --- |")
+        for srow in summarize_scenarios(scenario_results):
+            print(f"| {srow['mode']} | {srow['scenarios']} | {srow['answer_rate']:.0%} | "
+                  f"{srow['called_once_rate']:.0%} | {srow['mean_steps']:.1f} |")
     if args.json:
         write_json(args.json, rows, results, {"model": args.model, "sample": args.sample, "seed": args.seed,
                                               "family": base.family.name, "entry": entry.name if entry else str(path)},
-                   scenarios=(scenario_rows, scenario_results))
+                   scenarios=(summarize_scenarios(scenario_results), scenario_results))
 
 
 if __name__ == "__main__":
