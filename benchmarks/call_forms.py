@@ -57,14 +57,19 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--no-native", action="store_true", help="leave out the native peer")
     parser.add_argument("--only", choices=["bfcl", "scenarios"], help="run one part (default: both)")
+    parser.add_argument("--stage", action="append", choices=["before", "+fenced", "+natural", "+lists", "+result"],
+                        help="run these stages only (repeatable; default all)")
+    parser.add_argument("--no-free", action="store_true", help="leave out free decoding")
     parser.add_argument("--json")
     args = parser.parse_args()
 
     path, entry = resolve_model(args.model)
     base = load(args.model)
     models: dict[tuple[str, str], Model | Peer] = {(args.model, "llama-cpp"): base}
-    modes = [Mode(args.model, "llama-cpp", False)]
+    modes = [] if args.no_free else [Mode(args.model, "llama-cpp", False)]
     for stage, family in stages(base.family):
+        if args.stage and stage not in args.stage:
+            continue
         name = f"{args.model}[{stage}]"
         models[name, "llama-cpp"] = Model(base.backend, family=family)
         modes.append(Mode(name, "llama-cpp", True))
