@@ -6,6 +6,7 @@ its ``tool_calls`` field counts as calls: a call written into ``content`` is, to
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -141,9 +142,12 @@ class NativePeer:
         self.model = model or Path(path).stem
         backend = LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
         try:
-            self._chat = Model(backend, template="model")
+            own = Model(backend, template="model")
         except TemplateError as exc:
             raise PeerError(f"--peer native on {self.model}: {exc}") from None
+        # The model's prompt exactly as its own template writes it: none of our family's hints.
+        own.family = dataclasses.replace(own.family, parallel_hint="", result_hint="")
+        self._chat = own
         self._backend = backend
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, tool_choice: str,
