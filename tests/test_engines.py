@@ -101,8 +101,9 @@ def test_engines_agree_on_every_family_and_choice(family: str, choice: str) -> N
 def test_lark_and_regex_snapshots() -> None:
     import dataclasses
 
-    g = build_grammar(dataclasses.replace(get_family("qwen2.5"), layout="natural"), [CUSTOMER], "required",
-                      parallel_tool_calls=False)
+    lists = ("call-tagged", "call-fenced", "call-bare", "list-fenced", "list-bare")
+    g = build_grammar(dataclasses.replace(get_family("qwen2.5"), layout="natural", call_forms=lists), [CUSTOMER],
+                      "required", parallel_tool_calls=False)
     # Free text is one llguidance terminal: & (and) and ~ (not) over regexes.
     singles = dataclasses.replace(get_family("qwen2.5"), call_forms=("call-tagged", "call-fenced", "call-bare"),
                                   layout="compact")

@@ -110,7 +110,8 @@ def natural(family: str) -> Family:
 
 
 def test_gbnf_snapshot() -> None:
-    g = build_grammar(natural("qwen2.5"), [CUSTOMER], "required")
+    g = build_grammar(forms("call-tagged", "call-fenced", "call-bare", "list-fenced", "list-bare", layout="natural"),
+                      [CUSTOMER], "required")
     assert g.to_gbnf() == (
         "root ::= calls\n"
         "calls ::= call (call-sep call){0,4} calls-close | list-fenced calls-close | list-bare calls-close\n"
