@@ -80,15 +80,14 @@ def build_grammar(
         g.add(r, _substitute(_with_layout(fam.rules[r], ws_in, ws_sep), {_CALLS: items}))
 
     def shapes(forms: list[str], call: str) -> list[Expr]:
-        out = [seq(Ref("calls-open"), Ref(call), more, Ref("calls-close"))] if forms else []
-        return out
+        return [seq(Ref("calls-open"), Ref(call), more, Ref("calls-close"))] if forms else []
 
     marked = _marked_forms(family, fam)
     calls = g.add("calls", alt(*shapes(singles, "call"), *(seq(Ref(r), Ref("calls-close")) for r in lists)))
     if tool_choice == "required":
         g.add("root", calls)
     else:
-        text = g.add("text", Text(_markers(family), _text_avoid(family, tools, parallel)))
+        text = g.add("text", Text(_markers(family), _text_avoid(family, tools)))
         after: list[Expr] = []
         marked_singles = [r for r in singles if r in marked]
         if marked_singles:
@@ -186,7 +185,7 @@ def call_openings(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...
     return tuple(opening + json.dumps(t["function"]["name"]) for t in tools) if opening else ()
 
 
-def _text_avoid(family: Family, tools: list[dict[str, Any]], parallel: bool = True) -> tuple[str, ...]:
+def _text_avoid(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...]:
     """How a text answer under "auto" may not open: like a bare call to a given tool, or, when bare
     calls are JSON objects, "{" and whitespace; like a list form of calls ("[{", say).
 
