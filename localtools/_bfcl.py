@@ -17,6 +17,7 @@ from typing import Any
 
 from ._catalog import _download, cache_dir
 from ._errors import LocalToolsError
+from ._prompt import with_system as _with_system
 
 __all__ = ["CATEGORIES", "Case", "bfcl_data_dir", "load_cases", "sample", "to_json_schema", "to_tool_spec"]
 
@@ -37,12 +38,7 @@ class Case:
 
     def with_system(self, text: str) -> Case:
         """The same case with ``text`` as its system message (before any system message it has)."""
-        messages = [dict(m) for m in self.messages]
-        if messages and messages[0].get("role") == "system":
-            messages[0]["content"] = f"{text}\n\n{messages[0].get('content') or ''}"
-        else:
-            messages.insert(0, {"role": "system", "content": text})
-        return replace(self, messages=messages)
+        return replace(self, messages=_with_system(list(self.messages), text))
 
 
 def to_json_schema(schema: Any) -> Any:

@@ -13,7 +13,7 @@ from ._errors import GenerationTruncated, LocalToolsError, TemplateError
 from ._families import Family, detect_family, get_family
 from ._grammar import Grammar, Text, matches
 from ._parse import ToolCall, parse_reply
-from ._prompt import Prompt, render
+from ._prompt import Prompt, render, with_system
 from ._tools import Tool
 from .backends._base import Backend, cut_at_stop
 
@@ -50,14 +50,6 @@ class ChatResult:
 
 def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
     return [t.spec() if isinstance(t, Tool) else t for t in tools]
-
-
-def _with_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
-    """``messages`` with ``text`` first in the system message (which is added when there is none)."""
-    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content") or "", str):
-        first = {**messages[0], "content": f"{text}\n\n{messages[0].get('content') or ''}".rstrip("\n")}
-        return [first, *messages[1:]]
-    return [{"role": "system", "content": text}, *messages]
 
 
 class Model:
@@ -115,7 +107,7 @@ class Model:
         specs = _specs(tools)
         fam = self.family
         if specs and parallel_tool_calls and fam.parallel and fam.parallel_hint and tool_choice != "none":
-            messages = _with_system(messages, fam.parallel_hint)
+            messages = with_system(messages, fam.parallel_hint)
         if specs and fam.result_hint and messages and messages[-1].get("role") == "tool":
             messages = [*messages, {"role": "user", "content": fam.result_hint}]
         return render(

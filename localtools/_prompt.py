@@ -83,6 +83,14 @@ def normalize_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
+def with_system(messages: list[dict[str, Any]], text: str) -> list[dict[str, Any]]:
+    """``messages`` with ``text`` first in the system message (which is added when there is none)."""
+    if messages and messages[0].get("role") == "system" and isinstance(messages[0].get("content") or "", str):
+        first = {**messages[0], "content": f"{text}\n\n{messages[0].get('content') or ''}".rstrip("\n")}
+        return [first, *messages[1:]]
+    return [{"role": "system", "content": text}, *messages]
+
+
 def _mark(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     pieces: list[str] = []
 

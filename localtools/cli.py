@@ -7,6 +7,8 @@ import importlib
 import importlib.util
 import json
 import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -351,27 +353,45 @@ def _fmt(value: float | None, spec: str) -> str:
     return "–" if value is None else format(value, spec)
 
 
-def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any], modes: list[Any]) -> tuple[list[Any], list[Any]]:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+@contextmanager
+def _steps(label: str, total: int) -> Iterator[Callable[[str], None]]:
+    """Progress for a long run: a bar on a terminal, a plain line a step to a log (a bar drawn
+    into a file would show nothing until the end)."""
+    if not sys.stderr.isatty():
+        done = 0
 
+        def line(description: str) -> None:
+            nonlocal done
+            done += 1
+            print(f"{label} {done}/{total} {description}", file=sys.stderr, flush=True)
+
+        yield line
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                  console=Console(stderr=True), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda description: bar.update(task, advance=1, description=description)
+
+
+def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any], modes: list[Any]) -> tuple[list[Any], list[Any]]:
     from ._scenarios import SCENARIOS, run_scenario, summarize_scenarios
 
     auto = [m for m in modes if m.tool_choice == "auto"]
     results = []
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), transient=True) as bar:
-        task = bar.add_task("scenarios", total=len(auto) * len(SCENARIOS))
+    with _steps("scenarios", len(auto) * len(SCENARIOS)) as step:
         for scenario in SCENARIOS:
             for mode in auto:
-                bar.update(task, description=f"{mode.label} {scenario.name}")
                 results.append(run_scenario(models[mode.model, mode.backend], mode.label, scenario,
                                             constrained=mode.constrained, max_tokens=args.max_tokens))
-                bar.update(task, advance=1)
+                step(f"{mode.label} {scenario.name}")
     return summarize_scenarios(results), results
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
     from rich.table import Table
 
     from ._bench import Mode, run_bench, summarize, write_json
@@ -401,11 +421,9 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     peers, peer_modes = _bench_peers(args, names, choices)
     models.update(peers)
     modes += peer_modes
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                  transient=True) as bar:
-        task = bar.add_task("bench", total=len(cases) * len(modes))
+    with _steps("bench", len(cases) * len(modes)) as step:
         results = run_bench(models, modes, cases, max_tokens=args.max_tokens,
-                            on_result=lambda r: bar.update(task, advance=1, description=f"{r.mode} {r.case_id}"))
+                            on_result=lambda r: step(f"{r.mode} {r.case_id}"))
     rows = summarize(results, modes)
     scenario_rows, scenario_results = _bench_scenarios(args, models, modes) if args.scenarios else ([], [])
     table = Table(title=f"{len(cases)} cases from {folder}")

@@ -90,7 +90,11 @@ def test_cli_bench_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert len(report["cases"]) == (3 + 2) * 2
     summary = {(r["mode"], r["category"]): r for r in report["summary"]}
     assert summary["fake llama-cpp constrained auto", "irrelevance"]["accuracy"] == 1.0
-    assert "fake llama-cpp constrained auto" in capsys.readouterr().out
+    captured = capsys.readouterr()
+    assert "fake llama-cpp constrained auto" in captured.out
+    # Not a terminal (a log file): one progress line a case and mode, numbered, naming both.
+    steps = [line for line in captured.err.splitlines() if line.startswith("bench ")]
+    assert len(steps) == 10 and steps[-1].startswith("bench 10/10 fake llama-cpp")
 
 
 def test_cli_bench_draws_the_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
