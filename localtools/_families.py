@@ -50,7 +50,8 @@ class Family:
     #: BENCHMARKS.md).
     parallel_hint: str
     #: Wording the prompt ends with when the last message is a tool result, as a user turn that
-    #: stays out of the history: answer now, call again only if needed ("" for none).
+    #: stays out of the history: answer now, call again only if needed ("" for none). ``{question}``
+    #: stands for the last user message: restating it is what makes small models answer it.
     result_hint: str
     #: JSON layout inside calls: "compact" (json.dumps's one-space style) or "natural" (also the
     #: newlines and indentation the family's models write when free; BENCHMARKS.md measures both).

@@ -52,6 +52,14 @@ def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
     return [t.spec() if isinstance(t, Tool) else t for t in tools]
 
 
+def _question(messages: list[dict[str, Any]]) -> str:
+    """The text of the last user message (what a result hint's ``{question}`` stands for)."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return ""
+
+
 class Model:
     """Renders prompts, builds grammars and parses replies for one backend.
 
@@ -109,7 +117,7 @@ class Model:
         if specs and parallel_tool_calls and fam.parallel and fam.parallel_hint and tool_choice != "none":
             messages = with_system(messages, fam.parallel_hint)
         if specs and fam.result_hint and messages and messages[-1].get("role") == "tool":
-            messages = [*messages, {"role": "user", "content": fam.result_hint}]
+            messages = [*messages, {"role": "user", "content": fam.result_hint.replace("{question}", _question(messages))}]
         return render(
             self.template_source,
             messages,

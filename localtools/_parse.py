@@ -200,11 +200,17 @@ def _named_call(item: Any, tool_names: Collection[str]) -> tuple[str, dict[str, 
     return str(name), args
 
 
+# A call's opening with any mix of quotes: '{"name": "get_order\', '.
+_BROKEN_CALL = re.compile(r"""\{\s*["']name["']\s*:\s*["']([^"'\n]+)["']\s*,\s*["'](?:arguments|parameters)["']""")
+
+
 def disguised_calls(text: str, tool_names: Collection[str]) -> list[tuple[str, dict[str, Any]]]:
     """Calls to offered tools written as JSON inside a text answer: anywhere, in any wrapping.
 
     A text answer that holds one is a call the grammar (or the parser) failed to catch: the bench
-    counts them, the target is none. A tool schema echoed back is not a call.
+    counts them, the target is none. A tool schema echoed back is not a call. A call that is not
+    JSON (``{"name": "get_order', 'arguments': ...``: a model pushed off the closing quote of an
+    opening text may not take) counts too, with no arguments: it is still no answer.
     """
     found: list[tuple[str, dict[str, Any]]] = []
     i = 0
@@ -213,6 +219,11 @@ def disguised_calls(text: str, tool_names: Collection[str]) -> list[tuple[str, d
             try:
                 value, end = _DECODER.raw_decode(text, i)
             except json.JSONDecodeError:
+                broken = _BROKEN_CALL.match(text, i)
+                if broken and broken.group(1) in tool_names:
+                    found.append((broken.group(1), {}))
+                    i = broken.end()
+                    continue
                 i += 1
                 continue
             items = value if isinstance(value, list) else [value]

@@ -143,6 +143,10 @@ def test_disguised_calls_are_found_in_any_wrapping() -> None:
     assert disguised_calls('{"name": "Ada Lovelace", "plan": "pro"}', tools) == []
     assert disguised_calls('{"name": "get_weather", "arguments": {"city": "Paris"}}', tools) == []
     assert disguised_calls("{not json} and [1, 2]", tools) == []
+    # Not JSON, but a call all the same (quotes mixed where a grammar pushed the model off one).
+    broken = """{"name": "get_news', "arguments": {"topic": "Bitcoin"}}"""
+    assert disguised_calls(broken, tools) == [("get_news", {})]
+    assert disguised_calls("""{'name': 'get_weather', 'arguments': {}}""", tools) == []
 
 
 def test_constrained_replies_are_read_by_the_branch_the_grammar_took() -> None:

@@ -102,6 +102,10 @@ def test_family_hints_go_into_the_prompt_and_never_into_the_history() -> None:
     assert hint not in model.render(question, TOOLS, tool_choice="none").text
     assert after in model.render(CONVERSATION, TOOLS, tool_choice="none").text
     assert hint not in model.render(question, []).text and after not in model.render(CONVERSATION, []).text
+    # "{question}" in a result hint is the last user message, restated where the answer is due.
+    restating = Model(ScriptedBackend([]), family=dataclasses.replace(fam, result_hint="Now answer: {question}"))
+    assert restating.render(CONVERSATION, TOOLS).text.endswith(
+        f"<|im_start|>user\nNow answer: {CONVERSATION[1]['content']}<|im_end|>\n<|im_start|>assistant\n")
     # The history is not modified.
     assert question == [{"role": "user", "content": "Plans of cust-1 and cust-2?"}] and len(CONVERSATION) == 4
 
