@@ -105,6 +105,7 @@ def build_grammar(
     return g
 
 
+@lru_cache(maxsize=32)
 def _markers(family: Family) -> tuple[str, ...]:
     """What text never holds: the call marker and the openings of the marked call forms."""
     openings = {family.call_start, *_marked_forms(family, _family_grammar(family)).values()}
