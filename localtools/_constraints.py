@@ -195,7 +195,9 @@ def _text_avoid(family: Family, tools: list[dict[str, Any]]) -> tuple[str, ...]:
     grammar's form, where its name and arguments are constrained. Compact JSON that is not
     a call (a model echoing a tool result, '{"name": "Ada", "plan": "pro"}') stays text.
     """
-    openings = call_openings(family, tools)
+    # Without the name's closing quote: a name that runs on past an offered one
+    # ('{"name": "get_customer_plan"') is a call to that tool gone astray, not text.
+    openings = tuple(o.removesuffix('"') for o in call_openings(family, tools))
     if any(o.startswith("{") for o in openings):
         openings += tuple("{" + ws for ws in " \n\t\r")
     fam = _family_grammar(family)

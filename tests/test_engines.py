@@ -110,7 +110,7 @@ def test_lark_and_regex_snapshots() -> None:
     assert build_grammar(singles, [CUSTOMER], "auto").to_lark().endswith(
         "TEXT_1: /(?s:.+)/ & ~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/ & "
         "~/(?s:.*)(?:\\x{3C}tool\\x{5F}call\\x{3E}|\\x{60}\\x{60}\\x{60}json\\x{A}\\x{7B})(?s:.*)/ & "
-        "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer\\x{22}|\\x{7B}\\x{20}|\\x{7B}\\x{A}|\\x{7B}\\x{9}|"
+        "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer|\\x{7B}\\x{20}|\\x{7B}\\x{A}|\\x{7B}\\x{9}|"
         "\\x{7B}\\x{D})(?s:.*)/\n"
     )
     assert g.to_lark() == (

@@ -229,6 +229,15 @@ def test_text_under_auto_may_not_open_like_any_admitted_form() -> None:
         assert not matches(g, text), text
 
 
+def test_text_may_not_open_like_a_call_whose_name_runs_on() -> None:
+    """'{"name": "get_customer_plan", ...' is a call to get_customer gone astray: under auto the
+    grammar makes it the call; a record that names someone stays text."""
+    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto")
+    assert not matches(g, '{"name": "get_customer_plan", "arguments": {}}')
+    assert matches(g, '{"name": "Ada Lovelace", "plan": "pro"}')
+    assert matches(g, '{"name": "get_customer", "arguments": {"customer_id": "cust-1"}}')
+
+
 def test_unknown_call_forms_are_a_template_error() -> None:
     from localtools._errors import TemplateError
 
