@@ -16,7 +16,6 @@ from typing import Any
 from ._errors import (
     ApprovalDenied,
     GenerationTruncated,
-    LocalToolsError,
     MaxStepsExceeded,
     RetryLimitExceeded,
     ToolArgumentsError,
@@ -25,6 +24,7 @@ from ._errors import (
     ToolNotAllowed,
     ToolTimeout,
     UnknownToolError,
+    UsageError,
 )
 from ._model import Model
 from ._parse import ToolCall
@@ -158,7 +158,7 @@ class Agent:
             asyncio.get_running_loop()
         except RuntimeError:
             return asyncio.run(self.arun(question))
-        raise LocalToolsError("Agent.run() was called inside an event loop; use 'await agent.arun(...)'")
+        raise UsageError("Agent.run() was called inside an event loop; use 'await agent.arun(...)'")
 
     async def arun(self, question: str | list[dict[str, Any]]) -> RunResult:
         if isinstance(question, str):

@@ -17,7 +17,7 @@ import jsonschema
 
 from ._bfcl import Case
 from ._checker import check_calls
-from ._errors import GenerationTruncated, LocalToolsError, ToolCallParseError
+from ._errors import GenerationTruncated, ToolCallParseError, UsageError
 from ._model import Model
 from ._parse import disguised_calls
 from ._peers import Peer, calls_from_message
@@ -139,7 +139,7 @@ def run_bench(
         for mode in [*modes[shift:], *modes[:shift]]:
             model = models.get((mode.model, mode.backend))
             if model is None:
-                raise LocalToolsError(f"no loaded model for {mode.model} on {mode.backend}")
+                raise UsageError(f"no loaded model for {mode.model} on {mode.backend}")
             result = run_one(model, mode, case, max_tokens)
             out.append(result)
             if on_result:

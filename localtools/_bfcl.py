@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from ._catalog import _download, cache_dir
-from ._errors import LocalToolsError
+from ._errors import DataError
 from ._prompt import with_system as _with_system
 
 __all__ = ["CATEGORIES", "Case", "bfcl_data_dir", "load_cases", "sample", "to_json_schema", "to_tool_spec"]
@@ -73,7 +73,7 @@ def _lines(path: Path) -> list[dict[str, Any]]:
             try:
                 rows.append(json.loads(line))
             except json.JSONDecodeError as exc:
-                raise LocalToolsError(f"{path}:{number}: not a JSON line ({exc})") from None
+                raise DataError(f"{path}:{number}: not a JSON line ({exc})") from None
     return rows
 
 
@@ -84,13 +84,13 @@ def load_cases(folder: str | Path, category: str) -> list[Case]:
     questions = folder / f"BFCL_v4_{category}.json"
     if not questions.is_file():
         known = sorted(p.name[len("BFCL_v4_"):-len(".json")] for p in folder.glob("BFCL_v4_*.json"))
-        raise LocalToolsError(f"no {questions.name} in {folder}; categories there: {', '.join(known) or '(none)'}")
+        raise DataError(f"no {questions.name} in {folder}; categories there: {', '.join(known) or '(none)'}")
     answers_path = folder / "possible_answer" / questions.name
     answers = {row["id"]: row["ground_truth"] for row in _lines(answers_path)} if answers_path.is_file() else {}
     cases = []
     for row in _lines(questions):
         if row["id"] not in answers and "irrelevance" not in category:
-            raise LocalToolsError(f"{answers_path}: no possible answer for {row['id']}")
+            raise DataError(f"{answers_path}: no possible answer for {row['id']}")
         turns = row["question"]
         cases.append(Case(
             id=row["id"],
@@ -118,12 +118,12 @@ def bfcl_data_dir(*, download: bool = True) -> Path:
     if (data / "BFCL_v4_simple_python.json").is_file():
         return data
     if not download:
-        raise LocalToolsError("BFCL data is not downloaded yet (run once with download on)")
+        raise DataError("BFCL data is not downloaded yet (run once with download on)")
     with tempfile.TemporaryDirectory() as tmp:
         _download(["bfcl-eval"], Path(tmp))
         wheels = list(Path(tmp).glob("bfcl_eval-*.whl"))
         if not wheels:
-            raise LocalToolsError("pip did not produce a bfcl-eval wheel")
+            raise DataError("pip did not produce a bfcl-eval wheel")
         with zipfile.ZipFile(wheels[0]) as wheel:
             members = [m for m in wheel.namelist() if m.startswith("bfcl_eval/data/") and m.endswith(".json")]
             wheel.extractall(target, members)

@@ -6,10 +6,10 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from ._errors import LocalToolsError, TemplateError
+from ._errors import TemplateError, UnsupportedSchema, UsageError
 from ._families import Family
 from ._grammar import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, parse_gbnf, rewrite, seq
-from ._schema_grammar import SchemaGrammar, UnsupportedSchema, layout_whitespace
+from ._schema_grammar import SchemaGrammar, layout_whitespace
 
 __all__ = ["build_grammar", "call_openings"]
 
@@ -39,11 +39,11 @@ def build_grammar(
         chosen = [t for t in tools if t["function"]["name"] == tool_choice]
         if not chosen:
             names = ", ".join(t["function"]["name"] for t in tools) or "(none)"
-            raise LocalToolsError(f"tool_choice names {tool_choice!r}, which is not among the tools: {names}")
+            raise UsageError(f"tool_choice names {tool_choice!r}, which is not among the tools: {names}")
         tools, tool_choice = chosen, "required"
     if tool_choice == "none" or not tools:
         if tool_choice == "required":
-            raise LocalToolsError("tool_choice='required' needs at least one tool")
+            raise UsageError("tool_choice='required' needs at least one tool")
         # No call may follow, and none may hide in the answer either: the text opens like no call
         # to an offered tool and holds no call form's opening.
         g.add("root", Text(_markers(family), _text_avoid(family, tools)))
@@ -60,7 +60,7 @@ def build_grammar(
         try:
             args = schemas.rule(fn.get("parameters") or {"type": "object", "properties": {}}, f"{fn['name']}-args")
         except UnsupportedSchema as exc:
-            raise LocalToolsError(f"tool {fn['name']!r}: cannot constrain its parameters: {exc}") from None
+            raise UnsupportedSchema(f"tool {fn['name']!r}: cannot constrain its parameters: {exc}") from None
         body = _substitute(fam.rules["tool-call"], {_NAME: Lit(json.dumps(fn["name"])), _ARGS: args,
                                                     _WS_IN: ws_in, _WS_SEP: ws_sep})
         per_tool.append(g.add(g.unique_name(f"call-{fn['name']}"), body))

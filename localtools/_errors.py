@@ -1,4 +1,35 @@
-"""The exception tree: every error localtools raises is a ``LocalToolsError``."""
+"""The exception tree: every error localtools raises is a ``LocalToolsError``.
+
+::
+
+    LocalToolsError
+    ├── UsageError (ValueError)            an argument or option the caller got wrong
+    ├── ToolDefinitionError (TypeError)    a tool that cannot be built from its function or schema
+    ├── UnknownToolError (KeyError)        a name no registered, visible tool has
+    ├── ToolNotAllowed (PermissionError)   a tool outside the caller's allow-list
+    ├── ToolCallParseError (ValueError)    model output that looks like a call but does not parse
+    ├── ToolArgumentsError (ValueError)    arguments that do not match the tool's schema
+    ├── ToolError                          raised while running a tool
+    │   ├── ToolExecutionError             the tool function raised (``__cause__``)
+    │   ├── ToolTimeout (TimeoutError)
+    │   └── ApprovalDenied (PermissionError)
+    ├── GenerationTruncated                max_tokens cut a call
+    ├── GenerationCancelled                the caller's cancel check stopped generation
+    ├── AgentError                         the loop ended without an answer
+    │   ├── MaxStepsExceeded
+    │   └── RetryLimitExceeded
+    ├── TemplateError (ValueError)         a chat template or family record that cannot render
+    ├── GrammarError (ValueError)          a grammar that cannot be built or that an engine refuses
+    │   ├── UnsupportedSchema              a tool schema the grammar cannot express
+    │   └── GrammarNotRegular              a recursive grammar where a regular one is needed
+    ├── ContextLengthExceeded (ValueError) a prompt longer than the model's context
+    ├── ModelError                         a model that cannot be found, downloaded, verified or loaded
+    ├── DataError                          benchmark data that cannot be found, fetched or read
+    └── MissingDependency (ImportError)    an optional package is missing; the message has the pip line
+        └── BackendNotInstalled            ... one a backend needs
+
+The server answers each with its own status and ``code`` (``localtools._server``).
+"""
 
 from __future__ import annotations
 
@@ -8,9 +39,15 @@ __all__ = [
     "AgentError",
     "ApprovalDenied",
     "BackendNotInstalled",
+    "ContextLengthExceeded",
+    "DataError",
+    "GenerationCancelled",
     "GenerationTruncated",
+    "GrammarError",
+    "GrammarNotRegular",
     "LocalToolsError",
     "MaxStepsExceeded",
+    "MissingDependency",
     "ModelError",
     "RetryLimitExceeded",
     "TemplateError",
@@ -22,11 +59,18 @@ __all__ = [
     "ToolNotAllowed",
     "ToolTimeout",
     "UnknownToolError",
+    "UnsupportedSchema",
+    "UsageError",
 ]
 
 
 class LocalToolsError(Exception):
     """Base class of every localtools error."""
+
+
+class UsageError(LocalToolsError, ValueError):
+    """An argument, option or setting the caller got wrong (an unknown backend, a tool_choice that
+    names no offered tool, a malformed ``--tools`` spec); the message says what was expected."""
 
 
 class ToolDefinitionError(LocalToolsError, TypeError):
@@ -102,6 +146,10 @@ class GenerationTruncated(LocalToolsError):
         )
 
 
+class GenerationCancelled(LocalToolsError):
+    """Generation was stopped by its ``cancel`` check (a server's client hung up)."""
+
+
 class AgentError(LocalToolsError):
     """The loop ended without an answer; ``messages`` and ``trace`` hold what happened."""
 
@@ -123,9 +171,38 @@ class TemplateError(LocalToolsError, ValueError):
     """A chat template or family definition is missing or cannot render."""
 
 
+class GrammarError(LocalToolsError, ValueError):
+    """A grammar that cannot be built from the tools, or that a decoding engine refuses."""
+
+
+class UnsupportedSchema(GrammarError):
+    """A tool's JSON Schema uses something the grammar cannot express."""
+
+
+class GrammarNotRegular(GrammarError):
+    """A grammar that refers to itself where an engine needs a regular expression."""
+
+
+class ContextLengthExceeded(LocalToolsError, ValueError):
+    """The prompt does not fit the model's context."""
+
+    def __init__(self, prompt_tokens: int, limit: int) -> None:
+        self.prompt_tokens = prompt_tokens
+        self.limit = limit
+        super().__init__(f"the prompt has {prompt_tokens} tokens, more than the context of {limit}")
+
+
 class ModelError(LocalToolsError):
     """A model cannot be found, downloaded, verified or loaded."""
 
 
-class BackendNotInstalled(LocalToolsError, ImportError):
-    """An optional backend's package is missing; the message has the pip line."""
+class DataError(LocalToolsError):
+    """Benchmark data that cannot be found, downloaded or read."""
+
+
+class MissingDependency(LocalToolsError, ImportError):
+    """An optional package is missing; the message has the pip line."""
+
+
+class BackendNotInstalled(MissingDependency):
+    """A backend's (or a mask engine's) package is missing; the message has the pip line."""

@@ -12,6 +12,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ._errors import GrammarNotRegular
+
 __all__ = [
     "Alt", "Any_", "Chars", "Expr", "Grammar", "GrammarNotRegular", "Lit", "Ref", "Repeat", "Seq", "Text",
     "alt", "parse_gbnf", "rewrite", "seq",
@@ -209,10 +211,6 @@ class Grammar:
         """
         g = self.lowered()
         return _regex(Ref(g.root), g.rules, ())
-
-
-class GrammarNotRegular(ValueError):
-    """The grammar recurses, so no regular expression describes it."""
 
 
 def _refs(e: Expr) -> list[str]:

@@ -7,7 +7,7 @@ import inspect
 from typing import Any
 
 from ._catalog import default_model, resolve_model
-from ._errors import LocalToolsError
+from ._errors import UsageError
 from ._model import Model
 
 __all__ = ["BACKENDS", "backend_class", "load"]
@@ -26,12 +26,12 @@ def backend_class(backend: str) -> Any:
     """
     spec = BACKENDS.get(backend) or (backend if ":" in backend else None)
     if spec is None:
-        raise LocalToolsError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)} (or MODULE:CLASS)")
+        raise UsageError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)} (or MODULE:CLASS)")
     module_name, _, cls_name = spec.partition(":")
     try:
         return getattr(importlib.import_module(module_name), cls_name)
     except (ImportError, AttributeError) as exc:
-        raise LocalToolsError(f"backend {backend!r}: cannot import {spec}: {exc}") from None
+        raise UsageError(f"backend {backend!r}: cannot import {spec}: {exc}") from None
 
 
 def load(
@@ -58,10 +58,10 @@ def load(
         unknown = sorted(set(backend_options) - set(accepted))
         if unknown:
             options = sorted(name for name, p in accepted.items() if p.kind is p.KEYWORD_ONLY)
-            raise LocalToolsError(
+            raise UsageError(
                 f"the {backend} backend takes no option {', '.join(unknown)}; its options: {', '.join(options)}"
             )
     path, entry = resolve_model(model or default_model(), download=download)
     if entry is not None and backend not in entry.backends:
-        raise LocalToolsError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
+        raise UsageError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
     return Model(cls(path, **backend_options), family=family or (entry.family if entry else None), template=template)

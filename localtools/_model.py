@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ._constraints import build_grammar
-from ._errors import GenerationTruncated, LocalToolsError, TemplateError
+from ._errors import GenerationTruncated, TemplateError, UsageError
 from ._families import Family, detect_family, get_family
 from ._grammar import Grammar, Text, matches
 from ._parse import ToolCall, parse_reply
@@ -172,6 +172,7 @@ class Model:
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
         retry_repeat_penalties: Sequence[float] = (1.1, 1.3),
+        cancel: Callable[[], bool] | None = None,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -182,7 +183,8 @@ class Model:
         in turn until one ends (``()`` disables the retries). ``stop`` strings end a text answer
         (left out of it, as OpenAI does); they never cut a call. Raises ``GenerationTruncated`` when
         ``max_tokens`` still cuts a call, ``ToolCallParseError`` when free output holds a call that
-        does not parse.
+        does not parse. ``cancel`` is asked between tokens; once it answers True generation stops
+        with ``GenerationCancelled``.
         """
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice)
@@ -190,7 +192,7 @@ class Model:
         if not constrained and tool_choice not in ("auto", "required", "none") and tool_choice not in {
             s["function"]["name"] for s in specs
         }:
-            raise LocalToolsError(f"tool_choice names {tool_choice!r}, which is not among the tools")
+            raise UsageError(f"tool_choice names {tool_choice!r}, which is not among the tools")
         started = time.perf_counter()
         penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
         # With no call possible the backend can stop early; otherwise a stop string inside a call's
@@ -198,6 +200,8 @@ class Model:
         text_only = not specs or tool_choice == "none"
         backend_stop = [*self.family.stop, *stop] if text_only else list(self.family.stop)
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
+        # Passed only when set, so a backend written before the option still serves everything else.
+        extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
         for penalty in penalties:
             attempts += 1
             gen = self.backend.generate(
@@ -209,6 +213,7 @@ class Model:
                 seed=seed,
                 stop=backend_stop,
                 repeat_penalty=penalty,
+                **extra,
             )
             completion_tokens += len(gen.tokens)
             decode_seconds += gen.decode_seconds

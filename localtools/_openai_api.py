@@ -6,23 +6,22 @@ a bad request with OpenAI's error JSON and a 400 before the model sees it.
 
 from __future__ import annotations
 
-import re
 import secrets
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from ._errors import LocalToolsError
 from ._model import ChatResult
 from ._parse import decode_arguments
+from ._schema import MAX_SCHEMA_DEPTH, spec_problems
 
 __all__ = ["BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request", "stream_chunks"]
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
-_TOOL_NAME = re.compile(r"^[A-Za-z0-9_.\-]{1,64}$")
+#: The deepest nesting a request may have: a tool's parameters at their deepest, plus the request's own.
+MAX_BODY_DEPTH = MAX_SCHEMA_DEPTH + 8
 # Request fields this server cannot honour; a request that sets one is refused rather than half-answered.
 _UNSUPPORTED = ("logprobs", "top_logprobs", "audio", "prediction", "functions", "function_call")
 
@@ -116,6 +115,11 @@ def _history_call(call: Any, where: str, open_calls: dict[str, str]) -> dict[str
         arguments = decode_arguments(fn.get("arguments", "{}"))
     except ValueError as exc:
         raise BadRequest(f"{where}.function.arguments is {exc}", f"{where}.function.arguments") from None
+    except RecursionError:
+        raise BadRequest(f"{where}.function.arguments nests arrays and objects too deeply to read",
+                         f"{where}.function.arguments", "too_deep") from None
+    if (problem := _unreadable(arguments)) is not None:
+        raise BadRequest(f"{where}.function.arguments: {problem}", f"{where}.function.arguments", problem.code)
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
         raise BadRequest(f"{where} has no id", f"{where}.id")
@@ -134,24 +138,14 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
         if not isinstance(tool, dict) or tool.get("type", "function") != "function" or not isinstance(tool.get("function"), dict):
             raise BadRequest(f"{where} must be {{'type': 'function', 'function': {{'name', 'parameters'}}}}", where)
         fn = tool["function"]
-        name = fn.get("name")
-        if not isinstance(name, str) or not _TOOL_NAME.match(name):
-            raise BadRequest(f"{where}.function.name must be 1-64 letters, digits, '_', '.' or '-', got {name!r}",
-                             f"{where}.function.name")
+        if problems := spec_problems(fn):
+            key, problem = problems[0]
+            raise BadRequest(f"{where}.function: {problem}", f"{where}.function.{key}")
+        name = fn["name"]
         if name in seen:
             raise BadRequest(f"{where}: a second tool named {name!r}", f"{where}.function.name")
         seen.add(name)
         params = fn.get("parameters") or {"type": "object", "properties": {}}
-        if not isinstance(params, dict):
-            raise BadRequest(f"{where}.function.parameters must be a JSON Schema object", f"{where}.function.parameters")
-        try:
-            jsonschema.validators.validator_for(params).check_schema(params)
-        except jsonschema.SchemaError as exc:
-            raise BadRequest(f"{where}.function.parameters is not a valid JSON Schema: {exc.message}",
-                             f"{where}.function.parameters") from None
-        if params.get("type", "object") != "object":
-            raise BadRequest(f"{where}.function.parameters must describe an object, got type {params.get('type')!r}",
-                             f"{where}.function.parameters")
         out.append({"type": "function", "function": {"name": name, "description": fn.get("description") or "",
                                                      "parameters": params}})
     return out
@@ -184,10 +178,36 @@ def _number(body: dict[str, Any], key: str, default: float, low: float, high: fl
     return float(value)
 
 
+def _unreadable(body: Any) -> BadRequest | None:
+    """The first string in ``body`` with a lone UTF-16 surrogate (valid JSON, "\\ud800", but not
+    Unicode text: no tokenizer can encode it), or nesting deeper than any walk of it may recurse."""
+    stack: list[tuple[Any, str, int]] = [(body, "", 0)]
+    while stack:
+        value, path, depth = stack.pop()
+        if depth > MAX_BODY_DEPTH:
+            return BadRequest(f"{path} nests arrays and objects more than {MAX_BODY_DEPTH} levels deep",
+                              path, "too_deep")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                where = path or "the body"
+                return BadRequest(f"{where} holds a lone UTF-16 surrogate (an unpaired \\ud800-\\udfff escape), "
+                                  "which is not Unicode text; send it as a pair or as U+FFFD", where, "invalid_unicode")
+        elif isinstance(value, dict):
+            stack.extend((v, f"{path}.{k}" if path else str(k), depth + 1) for k, v in value.items())
+            stack.extend((k, f"{path} (a key)" if path else "a key", depth + 1) for k in value)
+        elif isinstance(value, list):
+            stack.extend((v, f"{path}[{i}]", depth + 1) for i, v in enumerate(value))
+    return None
+
+
 def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperature: float = 0.0) -> ChatRequest:
     """A chat-completions request body, checked; raises ``BadRequest`` naming the first problem."""
     if not isinstance(body, dict):
         raise BadRequest("the request body must be a JSON object")
+    if (problem := _unreadable(body)) is not None:
+        raise problem
     for key in _UNSUPPORTED:
         if body.get(key) not in (None, False):
             raise BadRequest(f"'{key}' is not supported by this server", key, "unsupported_parameter")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._errors import BackendNotInstalled, LocalToolsError
+from ._errors import LocalToolsError, MissingDependency, UsageError
 from ._parse import decode_arguments
 
 __all__ = ["LlamaCppPythonPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerReply", "calls_from_message", "parse_peer"]
@@ -178,7 +178,7 @@ class OpenAIPeer:
         try:
             import openai
         except ImportError as exc:
-            raise BackendNotInstalled("the openai peer needs the openai SDK: pip install 'localtools[bench]'") from exc
+            raise MissingDependency("the openai peer needs the openai SDK: pip install 'localtools[bench]'") from exc
         self._openai = openai
         self.name = f"openai:{base_url}"
         self.client = openai.OpenAI(base_url=base_url, api_key=os.environ.get("OPENAI_API_KEY", "none"),
@@ -220,6 +220,6 @@ def parse_peer(spec: str) -> tuple[str, str, str | None]:
     if spec.startswith("openai:"):
         url, _, model = spec[len("openai:"):].partition("#")
         if not url.startswith(("http://", "https://")):
-            raise LocalToolsError(f"--peer {spec!r}: expected openai:http://HOST:PORT/v1 (optionally #MODEL)")
+            raise UsageError(f"--peer {spec!r}: expected openai:http://HOST:PORT/v1 (optionally #MODEL)")
         return "openai", url, model or None
-    raise LocalToolsError(f"--peer {spec!r}: expected llama-cpp-python, native or openai:URL[#MODEL]")
+    raise UsageError(f"--peer {spec!r}: expected llama-cpp-python, native or openai:URL[#MODEL]")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._errors import BackendNotInstalled
+from ._errors import MissingDependency
 
 __all__ = ["plot_summary", "pyplot"]
 
@@ -18,7 +18,7 @@ def pyplot() -> Any:
         matplotlib.use("Agg")  # files only; never a window
         import matplotlib.pyplot as plt
     except ImportError as exc:
-        raise BackendNotInstalled("--plot needs matplotlib: pip install 'localtools[bench]'") from exc
+        raise MissingDependency("--plot needs matplotlib: pip install 'localtools[bench]'") from exc
     return plt
 
 

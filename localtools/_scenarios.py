@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ._agent import Agent
-from ._errors import LocalToolsError
+from ._errors import AgentError, LocalToolsError, MaxStepsExceeded
 from ._model import Model
 from ._parse import disguised_calls
 from ._peers import Peer
@@ -112,7 +112,7 @@ def _client_loop(peer: Peer, scenario: Scenario, execute: Callable[[str, dict[st
     for step in range(1, max_steps + 1):
         reply = peer.chat(messages, list(scenario.tools), tool_choice="auto", max_tokens=max_tokens)
         if reply.error:
-            raise LocalToolsError(reply.error)
+            raise AgentError(reply.error)
         message = reply.message
         calls = message.get("tool_calls") or []
         if not calls:
@@ -122,7 +122,7 @@ def _client_loop(peer: Peer, scenario: Scenario, execute: Callable[[str, dict[st
             function = call["function"]
             arguments = json.loads(function.get("arguments") or "{}")
             messages.append({"role": "tool", "tool_call_id": call["id"], "content": execute(function["name"], arguments)})
-    raise LocalToolsError(f"no answer within {max_steps} steps")
+    raise MaxStepsExceeded(f"no answer within {max_steps} steps")
 
 
 def run_scenario(model: Model | Peer, label: str, scenario: Scenario, *, constrained: bool = True, max_steps: int = 4,

@@ -10,12 +10,65 @@ from collections.abc import Callable
 from typing import Any
 
 import docstring_parser
+import jsonschema
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-__all__ = ["FunctionSchema", "clean_schema", "function_schema", "model_schema"]
+__all__ = ["FunctionSchema", "clean_schema", "function_schema", "model_schema", "name_problem", "spec_problems"]
 
-NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+#: OpenAI's tool-name rule, plus "." (BFCL's names and many real APIs use dotted names).
+NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: The deepest nesting of objects and arrays a tool's parameters may have. Every walk of a schema
+#: (the validator, the grammar builder, the template's JSON dump) recurses, so a deeper one is
+#: refused before any of them could run out of stack.
+MAX_SCHEMA_DEPTH = 40
+
+
+def name_problem(name: Any) -> str | None:
+    """What is wrong with a tool name, or ``None``."""
+    if isinstance(name, str) and NAME_RE.match(name):
+        return None
+    return f"name {name!r} must be 1-64 letters, digits, '_', '-' or '.'"
+
+
+def _too_deep(value: Any, limit: int) -> bool:
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return False
+
+
+def spec_problems(function: dict[str, Any]) -> list[tuple[str, str]]:
+    """Every problem with an OpenAI-style function spec (``{"name", "description", "parameters"}``),
+    each as (the field, what is wrong); ``Tool.from_schema`` and the server both check with it."""
+    problems: list[tuple[str, str]] = []
+    name = function.get("name")
+    if (problem := name_problem(name)) is not None:
+        problems.append(("name", problem))
+    description = function.get("description")
+    if description is not None and not isinstance(description, str):
+        problems.append(("description", "'description' must be a string"))
+    params = function.get("parameters")
+    if params is None:
+        return problems
+    if not isinstance(params, dict):
+        problems.append(("parameters", "'parameters' must be a JSON Schema object"))
+    elif _too_deep(params, MAX_SCHEMA_DEPTH):
+        problems.append(("parameters", f"'parameters' nests objects and arrays more than {MAX_SCHEMA_DEPTH} levels deep"))
+    else:
+        if params.get("type", "object") != "object":
+            problems.append(("parameters", f"'parameters' must have type 'object', not {params.get('type')!r}"))
+        try:
+            jsonschema.Draft202012Validator.check_schema(params)
+        except jsonschema.SchemaError as exc:
+            problems.append(("parameters", f"'parameters' is not a valid JSON Schema: {exc.message}"))
+    return problems
 
 # Schema keywords whose value is a schema / a map or list of schemas; anything else
 # (notably the *names* under "properties") is left alone by the cleaners below.

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ._errors import UnsupportedSchema
 from ._grammar import Chars, Expr, Grammar, Lit, Ref, Repeat, alt, seq
 
 __all__ = ["LAYOUTS", "SchemaGrammar", "UnsupportedSchema", "layout_whitespace"]
@@ -36,10 +37,6 @@ _ESCAPE = seq(Lit("\\"), alt(Chars('"\\\\/bfnrt'), seq(Lit("u"), Repeat(Chars("0
 _INT = seq(Repeat(Lit("-"), 0, 1), alt(Chars("0-9"), seq(Chars("1-9"), Repeat(Chars("0-9"), 1, 15))))
 _FRAC = Repeat(seq(Lit("."), Repeat(Chars("0-9"), 1, 16)), 0, 1)
 _EXP = Repeat(seq(Chars("eE"), Repeat(Chars("-+"), 0, 1), Repeat(Chars("0-9"), 1, 3)), 0, 1)
-
-
-class UnsupportedSchema(ValueError):
-    pass
 
 
 class SchemaGrammar:

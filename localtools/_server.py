@@ -4,21 +4,40 @@ One model instance answers one request at a time (llama.cpp contexts are not thr
 wait in a first-come, first-served queue of bounded length, and a request that finds it full gets a
 503 with ``Retry-After``. Tool calls are always grammar-constrained, so ``tool_choice`` is enforced
 and every returned call parses and matches its tool's schema.
+
+A request never gets a 500: a bad one gets a 400 naming the field (``code`` says which check), a
+missing or wrong API key a 401, a body over the limit a 413, a full queue or a model that failed
+while generating a 503. A client that hangs up stops its generation within a token.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import json
 import logging
+import secrets
+import threading
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import BackendNotInstalled, GenerationTruncated, LocalToolsError, ModelError, TemplateError, ToolCallParseError
+from ._errors import (
+    ContextLengthExceeded,
+    GenerationCancelled,
+    GenerationTruncated,
+    GrammarError,
+    LocalToolsError,
+    MissingDependency,
+    ModelError,
+    TemplateError,
+    ToolCallParseError,
+    ToolDefinitionError,
+    UsageError,
+)
 from ._model import ChatResult, Model
 from ._openai_api import BadRequest, ChatRequest, completion_body, error_body, new_completion_id, parse_request, stream_chunks
 
@@ -37,6 +56,38 @@ class ServerConfig:
     #: Used when a request sets none (OpenAI's default temperature is 1.0; greedy suits small models).
     default_max_tokens: int = 1024
     default_temperature: float = 0.0
+    #: Largest request body in bytes; a larger one gets a 413 before it is read whole.
+    max_body_bytes: int = 4 * 1024 * 1024
+    #: When set, every route but /health needs ``Authorization: Bearer <api_key>`` (401 otherwise).
+    api_key: str | None = None
+
+
+#: (status, code) per error class; the first class an error is an instance of wins.
+_STATUS: tuple[tuple[type[LocalToolsError], int, str], ...] = (
+    (ContextLengthExceeded, 400, "context_length_exceeded"),
+    (GrammarError, 400, "unsupported_schema"),
+    (TemplateError, 400, "template_error"),
+    (ToolDefinitionError, 400, "invalid_tool"),
+    (UsageError, 400, "invalid_value"),
+    (ModelError, 503, "model_error"),
+)
+
+
+def error_status(exc: LocalToolsError) -> tuple[int, str]:
+    """The HTTP status and OpenAI error ``code`` for an error raised while answering a request."""
+    for kind, status, code in _STATUS:
+        if isinstance(exc, kind):
+            return status, code
+    return 400, "invalid_request"
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class _QueueFull(Exception):
@@ -79,7 +130,9 @@ class _Worker:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _chat(model: Model, request: ChatRequest) -> ChatResult:
+def _chat(model: Model, request: ChatRequest, cancel: threading.Event) -> ChatResult:
+    if cancel.is_set():  # the client left while this request waited in the queue
+        raise GenerationCancelled("the client disconnected before its turn")
     return model.chat(
         request.messages,
         request.tools,
@@ -90,13 +143,14 @@ def _chat(model: Model, request: ChatRequest) -> ChatResult:
         top_p=request.top_p,
         seed=request.seed,
         stop=request.stop,
+        cancel=cancel.is_set,
     )
 
 
-def _answer(model: Model, request: ChatRequest) -> ChatResult:
+def _answer(model: Model, request: ChatRequest, cancel: threading.Event) -> ChatResult:
     """Model output is never an HTTP error: a call cut by max_tokens comes back as finish_reason 'length'."""
     try:
-        return _chat(model, request)
+        return _chat(model, request, cancel)
     except GenerationTruncated as exc:
         log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
         return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
@@ -114,7 +168,7 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:
-        raise BackendNotInstalled(f"localtools serve needs starlette and uvicorn: {SERVE_HINT}") from exc
+        raise MissingDependency(f"localtools serve needs starlette and uvicorn: {SERVE_HINT}") from exc
 
     worker = _Worker(config.max_queue)
 
@@ -122,11 +176,50 @@ def create_app(model: Model, config: ServerConfig) -> Any:
               code: str | None = None, headers: dict[str, str] | None = None) -> Response:
         return JSONResponse(error_body(message, kind=kind, param=param, code=code), status_code=status, headers=headers)
 
+    def refused(http: Request) -> Response | None:
+        """A 401 when an API key is set and the request does not carry it."""
+        if config.api_key is None:
+            return None
+        given = http.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), config.api_key.encode()):
+            return None
+        what = "no API key was sent" if not given else "the API key is wrong"
+        return error(401, f"{what}: send 'Authorization: Bearer <key>' (the key given to serve --api-key)",
+                     kind="authentication_error", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+
+    async def read_body(http: Request) -> bytes | Response:
+        limit = config.max_body_bytes
+        too_large = error(413, f"the request body is over this server's limit of {limit} bytes "
+                          "(serve --max-body-bytes)", code="request_too_large")
+        declared = http.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > limit:
+            return too_large
+        chunks, size = [], 0
+        async for chunk in http.stream():
+            size += len(chunk)
+            if size > limit:
+                return too_large
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def watch_disconnect(http: Request, cancel: threading.Event) -> None:
+        while not await http.is_disconnected():
+            await asyncio.sleep(0.05)
+        cancel.set()
+
     async def chat_completions(http: Request) -> Response:
+        if (denied := refused(http)) is not None:
+            return denied
+        raw = await read_body(http)
+        if not isinstance(raw, bytes):
+            return raw
         try:
-            body = json.loads(await http.body())
+            body = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             return error(400, f"the request body is not JSON: {exc}")
+        except RecursionError:
+            return error(400, "the request body nests arrays and objects too deeply to read", code="too_deep")
         try:
             request = parse_request(body, default_max_tokens=config.default_max_tokens,
                                     default_temperature=config.default_temperature)
@@ -136,15 +229,25 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             model.render(request.messages, request.tools)
         except BadRequest as exc:
             return error(400, str(exc), param=exc.param, code=exc.code)
-        except (TemplateError, LocalToolsError) as exc:
-            return error(400, str(exc))
+        except LocalToolsError as exc:
+            status, code = error_status(exc)
+            return error(status, str(exc), code=code)
+        cancel = threading.Event()
+        watcher = asyncio.create_task(watch_disconnect(http, cancel))
         try:
-            result = await worker.run(lambda: _answer(model, request))
+            result = await worker.run(lambda: _answer(model, request, cancel))
         except _QueueFull as full:
             return error(503, f"the server is busy: {worker.pending} requests are ahead; retry after {full.retry_after} s",
                          kind="server_busy", code="queue_full", headers={"Retry-After": str(full.retry_after)})
-        except ModelError as exc:  # the prompt does not fit the context
-            return error(400, str(exc), code="context_length_exceeded")
+        except GenerationCancelled:
+            log.info("the client disconnected; its generation was stopped")
+            return error(400, "the client disconnected", code="client_disconnected")
+        except LocalToolsError as exc:
+            status, code = error_status(exc)
+            kind = "server_error" if status >= 500 else "invalid_request_error"
+            return error(status, str(exc), kind=kind, code=code)
+        finally:
+            watcher.cancel()
         completion_id = new_completion_id()
         if not request.stream:
             return JSONResponse(completion_body(result, model=config.model_name, completion_id=completion_id))
@@ -158,6 +261,8 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
     async def models(http: Request) -> Response:
+        if (denied := refused(http)) is not None:
+            return denied
         return JSONResponse({"object": "list", "data": [
             {"id": config.model_name, "object": "model", "created": 0, "owned_by": "localtools"}]})
 
@@ -200,7 +305,10 @@ def serve(model: Model, config: ServerConfig, *, host: str = "127.0.0.1", port: 
     try:
         import uvicorn
     except ImportError as exc:
-        raise BackendNotInstalled(f"localtools serve needs uvicorn: {SERVE_HINT}") from exc
+        raise MissingDependency(f"localtools serve needs uvicorn: {SERVE_HINT}") from exc
+    if config.api_key is None and not is_loopback(host):
+        log.warning("serving on %s without an API key: anyone who can reach this address can use the model "
+                    "(set serve --api-key KEY)", host)
     app = create_app(model, config)
     server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False))
     if on_ready is not None:

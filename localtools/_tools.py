@@ -12,7 +12,7 @@ import pydantic
 from pydantic import BaseModel
 
 from ._errors import ToolArgumentsError, ToolDefinitionError, ToolNotAllowed, UnknownToolError
-from ._schema import NAME_RE, function_schema, model_schema
+from ._schema import function_schema, model_schema, name_problem, spec_problems
 
 __all__ = ["DESTRUCTIVE", "Tool", "ToolRegistry", "tool"]
 
@@ -68,8 +68,8 @@ class Tool:
         problems: list[str] = []
         if not callable(fn):
             raise ToolDefinitionError(str(tool_name), [f"{fn!r} is not callable"])
-        if not NAME_RE.match(tool_name):
-            problems.append(f"name {tool_name!r} must be 1-64 letters, digits, '_', '-' or '.'")
+        if (problem := name_problem(tool_name)) is not None:
+            problems.append(problem)
         built, schema_problems = function_schema(fn, tool_name or "tool")
         problems += schema_problems
         if problems or built is None:
@@ -105,8 +105,8 @@ class Tool:
         problems: list[str] = []
         if not (isinstance(model, type) and issubclass(model, BaseModel)):
             raise ToolDefinitionError(tool_name, [f"{model!r} is not a pydantic model class"])
-        if not NAME_RE.match(tool_name):
-            problems.append(f"name {tool_name!r} must be 1-64 letters, digits, '_', '-' or '.'")
+        if (problem := name_problem(tool_name)) is not None:
+            problems.append(problem)
         try:
             params = model_schema(model)
         except pydantic.PydanticUserError as exc:
@@ -142,22 +142,9 @@ class Tool:
         if not isinstance(inner, dict):
             raise ToolDefinitionError("?", [f"expected a dict with 'name' and 'parameters', got {type(spec).__name__}"])
         tool_name = inner.get("name")
-        problems = []
-        if not isinstance(tool_name, str) or not NAME_RE.match(tool_name):
-            problems.append(f"name {tool_name!r} must be 1-64 letters, digits, '_', '-' or '.'")
-        params = inner.get("parameters", {"type": "object", "properties": {}})
-        if not isinstance(params, dict):
-            problems.append("'parameters' must be a JSON Schema object")
-        else:
-            if params.get("type", "object") != "object":
-                problems.append(f"'parameters' must have type 'object', not {params.get('type')!r}")
-            try:
-                jsonschema.Draft202012Validator.check_schema(params)
-            except jsonschema.SchemaError as exc:
-                problems.append(f"'parameters' is not a valid JSON Schema: {exc.message}")
-        description = inner.get("description", "")
-        if not isinstance(description, str):
-            problems.append("'description' must be a string")
+        problems = [message for _, message in spec_problems(inner)]
+        params = inner.get("parameters") or {"type": "object", "properties": {}}
+        description = inner.get("description") or ""
         if not callable(fn):
             problems.append(f"{fn!r} is not callable")
         if problems:

@@ -6,13 +6,14 @@ import argparse
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._errors import LocalToolsError
+from ._errors import LocalToolsError, UsageError
 
 EPILOG = """examples:
   localtools run "What is 17 * 23 + 4?" --tools localtools.examples:ALL
@@ -34,11 +35,11 @@ def _load_tools(specs: list[str]) -> list[Any]:
     for spec in specs:
         module_name, sep, attr = spec.rpartition(":")
         if not sep or not module_name or not attr:
-            raise LocalToolsError(f"--tools {spec!r}: expected MODULE:ATTR or FILE.py:ATTR")
+            raise UsageError(f"--tools {spec!r}: expected MODULE:ATTR or FILE.py:ATTR")
         if module_name.endswith(".py"):
             path = Path(module_name)
             if not path.is_file():
-                raise LocalToolsError(f"--tools {spec!r}: no file {path}")
+                raise UsageError(f"--tools {spec!r}: no file {path}")
             mod_spec = importlib.util.spec_from_file_location(path.stem, path)
             assert mod_spec and mod_spec.loader
             module = importlib.util.module_from_spec(mod_spec)
@@ -47,9 +48,9 @@ def _load_tools(specs: list[str]) -> list[Any]:
             try:
                 module = importlib.import_module(module_name)
             except ImportError as exc:
-                raise LocalToolsError(f"--tools {spec!r}: cannot import {module_name}: {exc}") from None
+                raise UsageError(f"--tools {spec!r}: cannot import {module_name}: {exc}") from None
         if not hasattr(module, attr):
-            raise LocalToolsError(f"--tools {spec!r}: {module_name} has no attribute {attr!r}")
+            raise UsageError(f"--tools {spec!r}: {module_name} has no attribute {attr!r}")
         value = getattr(module, attr)
         items = value if isinstance(value, list | tuple) else [value]
         out += [as_tool(v) for v in items]
@@ -155,7 +156,7 @@ def _build_parser() -> argparse.ArgumentParser:
     serve = sub.add_parser(
         "serve", help="an OpenAI-compatible endpoint (chat completions with tools) on one model",
         description="Serve POST /v1/chat/completions, GET /v1/models and GET /health. Point the openai SDK, "
-        "PydanticAI or LangChain at http://HOST:PORT/v1 (any api_key). Tool calls are grammar-constrained: "
+        "PydanticAI or LangChain at http://HOST:PORT/v1 (any api_key, or the one given to --api-key). Tool calls are grammar-constrained: "
         "tool_choice required/named is enforced and every call matches its schema. One request runs at a "
         "time; the rest wait in order, and a full queue answers 503 with Retry-After.")
     _model_args(serve)
@@ -167,6 +168,11 @@ def _build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--temperature", type=float, default=0.0,
                        help="for requests that set none (default 0: greedy; OpenAI's own default is 1.0)")
     serve.add_argument("--name", help="the model id clients see (default: the --model name)")
+    serve.add_argument("--api-key", metavar="KEY", default=os.environ.get("LOCALTOOLS_API_KEY"),
+                       help="require 'Authorization: Bearer KEY' on every route but /health (default: "
+                       "$LOCALTOOLS_API_KEY; without one, binding beyond this machine prints a warning)")
+    serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, metavar="N",
+                       help="larger request bodies get a 413 (default 4 MiB)")
 
     doctor = sub.add_parser(
         "doctor", help="if something fails: the machine, the installed backends and models, and a test generation",
@@ -400,7 +406,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from ._load import load
 
     if args.peers_only and not args.peer:
-        raise LocalToolsError("--peers-only needs at least one --peer")
+        raise UsageError("--peers-only needs at least one --peer")
     if args.plot:
         from ._plot import plot_summary, pyplot
 
@@ -464,7 +470,8 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     name = args.name or Path(args.model or default_model()).name.removesuffix(".gguf")
     model = _load_model(args)
     config = ServerConfig(model_name=name, max_queue=args.queue, default_max_tokens=args.max_tokens,
-                          default_temperature=args.temperature)
+                          default_temperature=args.temperature, max_body_bytes=args.max_body_bytes,
+                          api_key=args.api_key or None)
     create_app(model, config)  # a missing starlette fails here, before the socket opens
 
     def ready(url: str) -> None:

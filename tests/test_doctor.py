@@ -10,7 +10,7 @@ import pytest
 from probe_backends import REPLIES
 
 from localtools._doctor import diagnose, render
-from localtools._errors import ModelError
+from localtools._errors import UsageError
 from localtools._machine import _cpuinfo
 from localtools._probe import MAX_TOKENS, probe
 from localtools.backends.llama_cpp import _model_params, build_features, extra_buffers_choice
@@ -51,7 +51,7 @@ def test_extra_buffers_can_be_forced_either_way() -> None:
     amx = build_features(AMX_BUILD)
     assert extra_buffers_choice("on", SAPPHIRE, amx).use is True
     assert extra_buffers_choice("off", EPYC, build_features(AVX2_BUILD)).use is False
-    with pytest.raises(ModelError, match="extra_buffers must be 'auto', 'on' or 'off', not 'yes'"):
+    with pytest.raises(UsageError, match="extra_buffers must be 'auto', 'on' or 'off', not 'yes'"):
         extra_buffers_choice("yes", EPYC, amx)
 
 

@@ -8,15 +8,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import threading
 from typing import Any
 
 import httpx
 import pytest
 
-from localtools import Model, ScriptedBackend
+from localtools import ContextLengthExceeded, GrammarError, Model, ModelError, ScriptedBackend
 from localtools._openai_api import BadRequest, parse_request
-from localtools._server import ServerConfig, create_app
+from localtools._server import ServerConfig, create_app, is_loopback
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -24,14 +25,47 @@ CALL = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</
 USER = [{"role": "user", "content": "Weather in Paris?"}]
 
 
-def post(app: Any, body: Any, path: str = "/v1/chat/completions") -> httpx.Response:
+def _nested(depth: int, leaf: Any, wrap: Any) -> Any:
+    value = leaf
+    for _ in range(depth):
+        value = wrap(value)
+    return value
+
+
+DEEP_SCHEMA = _nested(2000, {"type": "string"}, lambda inner: {"type": "array", "items": inner})
+DEEP_LIST = _nested(2000, 0, lambda inner: [inner])
+
+
+def post(app: Any, body: Any, path: str = "/v1/chat/completions", headers: dict[str, str] | None = None) -> httpx.Response:
     async def go() -> httpx.Response:
         async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
             if isinstance(body, bytes):
-                return await client.post(path, content=body)
-            return await client.post(path, json=body)
+                return await client.post(path, content=body, headers=headers)
+            # The body is sent as written: json= would refuse a lone surrogate and nest too deep to encode.
+            try:
+                content = json.dumps(body)
+            except RecursionError:
+                content = _dumps_deep(body)
+            return await client.post(path, content=content, headers={"content-type": "application/json", **(headers or {})})
 
     return asyncio.run(go())
+
+
+def _dumps_deep(value: Any) -> str:
+    """json.dumps for the test bodies nested past the recursion limit (one chain of single items)."""
+    opened, closes = [], []
+    while isinstance(value, (dict, list)):
+        if isinstance(value, list):
+            opened.append("[")
+            closes.append("]")
+            value = value[0]
+        else:
+            *rest, last = value.items()
+            head = "".join(f"{json.dumps(k)}: {json.dumps(v)}, " for k, v in rest)
+            opened.append("{" + head + json.dumps(last[0]) + ": ")
+            closes.append("}")
+            value = last[1]
+    return "".join(opened) + json.dumps(value) + "".join(reversed(closes))
 
 
 def app_with(replies: list[Any], **config: Any) -> tuple[Any, ScriptedBackend]:
@@ -126,6 +160,18 @@ BAD_REQUESTS = [
     ("json response_format", {"messages": USER, "response_format": {"type": "json_object"}}, "response_format"),
     ("temperature out of range", {"messages": USER, "temperature": 3}, "temperature"),
     ("logprobs", {"messages": USER, "logprobs": True}, "logprobs"),
+    ("tool schema 2,000 levels deep", {"messages": USER, "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"a": DEEP_SCHEMA}}}}]}, None),
+    ("tool schema past the depth limit", {"messages": USER, "tools": [{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"a": _nested(39, {"type": "string"}, lambda inner: {
+            "type": "array", "items": inner})}}}}]}, "tools[0].function.parameters"),
+    ("lone surrogate in content", {"messages": [{"role": "user", "content": "caf\ud800"}]}, "messages[0].content"),
+    ("body nested 2,000 levels deep", {"messages": USER, "metadata": DEEP_LIST}, None),
+    ("body nested past the limit", {"messages": USER, "metadata": _nested(100, 0, lambda inner: [inner])},
+     "metadata" + "[0]" * 48),
+    ("history arguments 2,000 levels deep", {"messages": [*USER, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "[" * 2000 + "]" * 2000}}]}]},
+     "messages[1].tool_calls[0].function.arguments"),
 ]
 
 
@@ -196,3 +242,100 @@ def test_parse_request_defaults() -> None:
     assert parse_request({"messages": USER}).tool_choice == "none"
     with pytest.raises(BadRequest, match="'stop' must be"):
         parse_request({"messages": USER, "stop": ["a", "b", "c", "d", "e"]})
+
+
+def test_a_body_over_the_limit_is_413_whether_or_not_it_declares_its_length() -> None:
+    app, backend = app_with(["ok"], max_body_bytes=2048)
+    big = json.dumps({"messages": [{"role": "user", "content": "x" * 4096}]}).encode()
+    declared = post(app, big)
+
+    async def chunked() -> httpx.Response:
+        async def parts() -> Any:
+            for i in range(0, len(big), 512):
+                yield big[i:i + 512]
+
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            return await client.post("/v1/chat/completions", content=parts())
+
+    streamed = asyncio.run(chunked())
+    for res in (declared, streamed):
+        assert res.status_code == 413 and res.json()["error"]["code"] == "request_too_large"
+        assert "2048 bytes" in res.json()["error"]["message"]
+    assert backend.prompts == []
+    assert post(app, {"messages": USER}).status_code == 200  # a small one still gets through
+
+
+def test_api_key_guards_every_route_but_health() -> None:
+    app, _ = app_with(["ok", "ok"], api_key="s3cret")
+
+    async def go() -> dict[str, httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            good = {"authorization": "Bearer s3cret"}
+            return {
+                "chat without key": await client.post("/v1/chat/completions", json={"messages": USER}),
+                "chat wrong key": await client.post("/v1/chat/completions", json={"messages": USER},
+                                                    headers={"authorization": "Bearer nope"}),
+                "models without key": await client.get("/v1/models"),
+                "health": await client.get("/health"),
+                "chat": await client.post("/v1/chat/completions", json={"messages": USER}, headers=good),
+                "models": await client.get("/v1/models", headers=good),
+            }
+
+    res = asyncio.run(go())
+    for name in ("chat without key", "chat wrong key", "models without key"):
+        assert res[name].status_code == 401, name
+        assert res[name].json()["error"]["code"] == "invalid_api_key" and res[name].headers["www-authenticate"] == "Bearer"
+    assert "no API key was sent" in res["chat without key"].json()["error"]["message"]
+    assert "wrong" in res["chat wrong key"].json()["error"]["message"]
+    assert [res[n].status_code for n in ("health", "chat", "models")] == [200, 200, 200]
+
+
+@pytest.mark.parametrize(("raised", "status", "code"), [
+    (ContextLengthExceeded(5000, 4096), 400, "context_length_exceeded"),
+    (GrammarError("llama.cpp could not parse the grammar built for these tools"), 400, "unsupported_schema"),
+    (ModelError("llama_decode failed"), 503, "model_error"),
+])
+def test_errors_while_generating_get_their_own_status(raised: Exception, status: int, code: str) -> None:
+    def fail(prompt: Any, grammar: Any) -> str:
+        raise raised
+
+    app, _ = app_with([fail])
+    res = post(app, {"messages": USER})
+    assert res.status_code == status and res.json()["error"]["code"] == code
+    assert res.json()["error"]["message"] == str(raised)
+
+
+def test_loopback_hosts() -> None:
+    assert all(is_loopback(h) for h in ("127.0.0.1", "::1", "localhost", "127.8.0.1"))
+    assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.com"))
+
+
+def test_a_client_that_hangs_up_stops_its_generation() -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    slow, started = "x" * 2000, threading.Event()
+
+    def long_reply(prompt: Any, grammar: Any) -> str:
+        started.set()
+        return slow
+
+    backend = ScriptedBackend([long_reply, "second"], seconds_per_token=0.01)  # 20 s if never stopped
+    app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="scripted-model"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            threading.Event().wait(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        body = json.dumps({"messages": USER, "max_tokens": 4000}).encode()
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
+            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
+                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            assert started.wait(10)
+        # The first client is gone; the second is answered as soon as the first generation stops.
+        second = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": USER}, timeout=30)
+        assert second.status_code == 200 and second.json()["choices"][0]["message"]["content"] == "second"
+        assert len(backend.cancelled_at) == 1 and backend.cancelled_at[0] < len(slow)
+    finally:
+        server.should_exit = True
+        thread.join(10)

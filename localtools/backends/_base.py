@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -52,6 +52,9 @@ class Backend(Protocol):
         seed: int | None = None,
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
-    ) -> Generation: ...
+        cancel: Callable[[], bool] | None = None,
+    ) -> Generation:
+        """``cancel``, when given, is asked between tokens; True stops with ``GenerationCancelled``."""
+        ...
 
     def tokenize(self, prompt: Prompt) -> list[int]: ...

@@ -7,13 +7,13 @@ import inspect
 import os
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from .._errors import BackendNotInstalled, ModelError
+from .._errors import BackendNotInstalled, ContextLengthExceeded, GenerationCancelled, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
 from .._grammar import Grammar
 from .._prompt import Prompt
@@ -71,7 +71,7 @@ def extra_buffers_choice(setting: str, cpu_flags: frozenset[str], built: frozens
     if setting == "off":
         return ExtraBuffers(False, "off: forced by extra_buffers='off'")
     if setting != "auto":
-        raise ModelError(f"extra_buffers must be 'auto', 'on' or 'off', not {setting!r}")
+        raise UsageError(f"extra_buffers must be 'auto', 'on' or 'off', not {setting!r}")
     cpu_amx = bool({"amx_tile", "amx_int8"} & cpu_flags)
     if "AMX_INT8" in built and (cpu_amx or not cpu_flags):
         where = "this CPU has AMX" if cpu_amx else "this CPU's features are unknown"
@@ -163,7 +163,7 @@ class LlamaCppBackend:
     ) -> None:
         llama_cpp = _import()
         if mask not in ("lazy", "full"):
-            raise ModelError(f"mask must be 'lazy' or 'full', not {mask!r}")
+            raise UsageError(f"mask must be 'lazy' or 'full', not {mask!r}")
         #: Greedy decoding under a grammar: "lazy" masks the vocabulary only when the grammar rejects
         #: the best token (same output, less work); "full" masks every step. See ``_Greedy``.
         self.mask = mask
@@ -177,7 +177,7 @@ class LlamaCppBackend:
         self.metadata = read_metadata(path)
         unknown = sorted(set(llama_kwargs) - set(inspect.signature(llama_cpp.Llama).parameters))
         if unknown:
-            raise ModelError(f"llama_cpp.Llama takes no option {', '.join(unknown)} (is it meant for another backend?)")
+            raise UsageError(f"llama_cpp.Llama takes no option {', '.join(unknown)} (is it meant for another backend?)")
         #: The llama_cpp.Llama, and whether its weights went into extra CPU buffer types, and why.
         self.llm, self.extra_buffers = open_llama(path, extra_buffers=extra_buffers, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
                                                   n_threads=n_threads, seed=seed, **llama_kwargs)
@@ -239,12 +239,13 @@ class LlamaCppBackend:
         seed: int | None = None,
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
+        cancel: Callable[[], bool] | None = None,
     ) -> Generation:
         llama_cpp = _import()
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:
-            raise ModelError(f"the prompt has {len(prompt_ids)} tokens, more than the context of {self.n_ctx}")
+            raise ContextLengthExceeded(len(prompt_ids), self.n_ctx)
         max_tokens = min(max_tokens, room)
         if temperature > 0:
             pick: _Picker = _Sampled(self, grammar, temperature, top_p, seed, repeat_penalty)
@@ -259,6 +260,8 @@ class LlamaCppBackend:
         try:
             self._feed(prompt_ids)
             while True:
+                if cancel is not None and cancel():
+                    raise GenerationCancelled("generation was cancelled")
                 token = pick()
                 if not out:
                     first = time.perf_counter()
@@ -321,7 +324,7 @@ _PENALTY_LAST_N = 64
 def _grammar_sampler(llama_cpp: Any, backend: LlamaCppBackend, grammar: Grammar) -> Any:
     sampler = llama_cpp.llama_sampler_init_grammar(backend.llm._model.vocab, grammar.to_gbnf().encode("utf-8"), b"root")
     if not sampler:
-        raise ModelError("llama.cpp could not parse the grammar built for these tools")
+        raise GrammarError("llama.cpp could not parse the grammar built for these tools")
     return sampler
 
 
@@ -387,7 +390,7 @@ class _Greedy:
         self.llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self.all_array))
         token = int(self.np.argmax(self.all["logit"]))
         if not self.np.isfinite(self.all["logit"][token]):
-            raise ModelError("the grammar allows no token here (the grammar is broken)")
+            raise GrammarError("the grammar allows no token here (the grammar is broken)")
         return token
 
     def close(self) -> None:

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .._errors import BackendNotInstalled, LocalToolsError, ModelError
+from .._errors import BackendNotInstalled, ContextLengthExceeded, GenerationCancelled, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
 from .._grammar import Grammar, GrammarNotRegular
 from .._prompt import Prompt
@@ -47,7 +47,7 @@ def _import() -> tuple[Any, Any]:
 
 def _check_engine(name: str) -> None:
     if name not in _ENGINES:
-        raise LocalToolsError(f"unknown mask engine {name!r}; expected one of {', '.join(ENGINES)}")
+        raise UsageError(f"unknown mask engine {name!r}; expected one of {', '.join(ENGINES)}")
 
 
 class _Engine:
@@ -74,7 +74,7 @@ class _Engine:
         try:
             source = self._render(grammar)
         except GrammarNotRegular as exc:
-            raise LocalToolsError(
+            raise GrammarError(
                 f"the {self.name} engine takes regular grammars only and this one recurses ({exc}); "
                 "use engine='llguidance' or 'xgrammar'"
             ) from exc
@@ -98,7 +98,7 @@ class _Engine:
         """
         for matcher in getattr(processor, "ll_matchers", None) or ():
             if matcher.is_error():
-                raise LocalToolsError(f"the llguidance engine failed on this grammar: {matcher.get_error().splitlines()[0]}")
+                raise GrammarError(f"the llguidance engine failed on this grammar: {matcher.get_error().splitlines()[0]}")
 
 
 class TransformersBackend:
@@ -164,7 +164,7 @@ class TransformersBackend:
             dtype = "bfloat16" if device.startswith("cuda") else "float32"
         torch_dtype = getattr(torch, dtype, None)
         if not isinstance(torch_dtype, torch.dtype):
-            raise ModelError(f"unknown dtype {dtype!r}; expected auto, float32, float16 or bfloat16")
+            raise UsageError(f"unknown dtype {dtype!r}; expected auto, float32, float16 or bfloat16")
         self.device, self.dtype = device, torch_dtype
         kwargs: dict[str, Any] = {"gguf_file": gguf_file} if gguf_file else {}
         try:
@@ -236,12 +236,13 @@ class TransformersBackend:
         seed: int | None = None,
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
+        cancel: Callable[[], bool] | None = None,
     ) -> Generation:
         torch, _ = _import()
         prompt_ids = self.tokenize(prompt)
         limit = getattr(self.model.config, "max_position_embeddings", None)
         if limit and len(prompt_ids) >= limit:
-            raise ModelError(f"the prompt has {len(prompt_ids)} tokens, more than the context of {limit}")
+            raise ContextLengthExceeded(len(prompt_ids), limit)
         if limit:
             max_tokens = min(max_tokens, limit - len(prompt_ids))
         processor = self.engine.processor(grammar) if grammar is not None else None
@@ -256,6 +257,8 @@ class TransformersBackend:
         step_input = ids
         with torch.inference_mode():
             while len(out) < max_tokens:
+                if cancel is not None and cancel():
+                    raise GenerationCancelled("generation was cancelled")
                 result = self.model(input_ids=step_input, **{self._cache_arg: past}, **self._step_kwargs)
                 past = getattr(result, self._cache_arg)
                 logits = result.logits[:, -1, :].float()

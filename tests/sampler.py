@@ -1,0 +1,111 @@
+"""Random strings from a grammar, for property tests: every string it returns is in the language.
+
+Recursive rules (free-form JSON values) end by taking the shortest way out once the walk is
+``max_depth`` rules deep, so every walk terminates.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import string
+
+from localtools._grammar import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, _class_items, _class_match
+
+# Characters tried first for a class: plain text, JSON's specials, and a few beyond ASCII.
+_ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \n\té中😀"
+
+
+def _shortest(grammar: Grammar) -> dict[str, float]:
+    """The length of the shortest string each rule derives (a fixpoint over the rules)."""
+    best = {name: math.inf for name in grammar.rules}
+
+    def size(e: Expr) -> float:
+        if isinstance(e, Lit):
+            return len(e.text)
+        if isinstance(e, Chars | Any_):
+            return 1
+        if isinstance(e, Ref):
+            return best[e.name]
+        if isinstance(e, Seq):
+            return sum(size(i) for i in e.items)
+        if isinstance(e, Alt):
+            return min(size(o) for o in e.options)
+        if isinstance(e, Repeat):
+            return 0 if e.min == 0 else e.min * size(e.item)
+        raise TypeError(f"lower the grammar first: {e!r}")
+
+    changed = True
+    while changed:
+        changed = False
+        for name, e in grammar.rules.items():
+            n = size(e)
+            if n < best[name]:
+                best[name], changed = n, True
+    return best
+
+
+def _char(body: str, rng: random.Random) -> str:
+    fits = [c for c in _ALPHABET if _class_match(body, c)]
+    if fits and rng.random() < 0.9:
+        return rng.choice(fits)
+    negate, ranges = _class_items(body)
+    if not negate and ranges:
+        low, high = rng.choice(ranges)
+        c = chr(rng.randint(ord(low), min(ord(high), 0xD7FF) if ord(low) <= 0xD7FF else ord(high)))
+        if _class_match(body, c):
+            return c
+    if fits:
+        return rng.choice(fits)
+    raise ValueError(f"no character found for [{body}]")
+
+
+def sample(grammar: Grammar, rng: random.Random, *, max_depth: int = 10, max_repeat: int = 3) -> str:
+    """One random string of ``grammar``'s language."""
+    g = grammar.lowered()
+    shortest = _shortest(g)
+    out: list[str] = []
+
+    def size(e: Expr) -> float:
+        if isinstance(e, Ref):
+            return shortest[e.name]
+        if isinstance(e, Lit):
+            return len(e.text)
+        if isinstance(e, Seq):
+            return sum(size(i) for i in e.items)
+        if isinstance(e, Alt):
+            return min(size(o) for o in e.options)
+        if isinstance(e, Repeat):
+            return 0 if e.min == 0 else e.min * size(e.item)
+        return 1
+
+    def walk(e: Expr, depth: int) -> None:
+        if isinstance(e, Lit):
+            out.append(e.text)
+        elif isinstance(e, Chars):
+            out.append(_char(e.body, rng))
+        elif isinstance(e, Any_):
+            out.append(rng.choice(_ALPHABET))
+        elif isinstance(e, Ref):
+            walk(g.rules[e.name], depth + 1)
+        elif isinstance(e, Seq):
+            for item in e.items:
+                walk(item, depth)
+        elif isinstance(e, Alt):
+            options = [o for o in e.options if size(o) < math.inf]
+            if depth >= max_depth:
+                least = min(size(o) for o in options)
+                options = [o for o in options if size(o) == least]
+            walk(rng.choice(options), depth)
+        elif isinstance(e, Repeat):
+            high = e.min if depth >= max_depth else min(e.max if e.max is not None else e.min + max_repeat,
+                                                          e.min + max_repeat)
+            for _ in range(rng.randint(e.min, max(e.min, high))):
+                walk(e.item, depth)
+        elif isinstance(e, Text):
+            raise TypeError("lower the grammar first")
+        else:
+            raise TypeError(f"unknown expression {e!r}")
+
+    walk(Ref(g.root), 0)
+    return "".join(out)

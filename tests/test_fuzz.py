@@ -1,0 +1,186 @@
+"""Property tests with fixed seeds and bounded example counts (hypothesis, derandomized).
+
+- Random request bodies against the server in process: every answer is 200, 400, 401, 413 or 503
+  with OpenAI's error JSON, never a 500, and /health stays ok.
+- Random tool schemas, for every family and tool_choice: strings generated from the grammar are
+  read back as calls whose arguments the schema accepts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+from sampler import sample
+
+from localtools import Model, ScriptedBackend, UnsupportedSchema, families
+from localtools._constraints import build_grammar
+from localtools._grammar import matches
+from localtools._server import ServerConfig, create_app
+
+FUZZ = settings(derandomize=True, database=None, deadline=None,
+                suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+FAMILIES = sorted(families())
+
+# -- JSON Schemas the grammar enforces in full (keywords it leaves to the validator are left out) --
+
+_names = st.from_regex(r"[a-z][a-z0-9_]{0,7}", fullmatch=True)
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(-1000, 1000), st.text(max_size=6))
+# Request text may hold lone surrogates ("\ud800" is valid JSON, but not Unicode text).
+_texts = st.lists(st.characters() | st.sampled_from(["\ud800", "\udfff"]), max_size=30).map("".join)
+_leaf = st.one_of(
+    st.sampled_from([{"type": t} for t in ("string", "integer", "number", "boolean", "null")]),
+    st.lists(_scalars, min_size=1, max_size=4, unique_by=json.dumps).map(lambda v: {"enum": v}),
+    _scalars.map(lambda v: {"const": v}),
+    st.tuples(st.integers(0, 3), st.integers(0, 4)).map(
+        lambda b: {"type": "string", "minLength": min(b), "maxLength": max(b)}),
+    st.lists(st.sampled_from(["string", "integer", "boolean", "null"]), min_size=2, max_size=3, unique=True).map(
+        lambda t: {"type": t}),
+)
+
+
+def _object(inner: st.SearchStrategy[Any]) -> st.SearchStrategy[dict[str, Any]]:
+    def build(props: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
+        required = data.draw(st.lists(st.sampled_from(sorted(props)), unique=True)) if props else []
+        schema: dict[str, Any] = {"type": "object", "properties": props, "required": required}
+        if data.draw(st.booleans()):
+            schema["additionalProperties"] = False
+        return schema
+
+    return st.tuples(st.dictionaries(_names, inner, max_size=4), st.data()).map(lambda t: build(*t))
+
+
+_schemas = st.recursive(_leaf, lambda inner: st.one_of(
+    _object(inner),
+    st.tuples(inner, st.integers(0, 2), st.integers(0, 3)).map(
+        lambda t: {"type": "array", "items": t[0], "minItems": min(t[1], t[2]), "maxItems": max(t[1], t[2])}),
+    st.lists(inner, min_size=2, max_size=3).map(lambda s: {"anyOf": s}),
+), max_leaves=8)
+_parameters = st.dictionaries(_names, _schemas, min_size=0, max_size=4).flatmap(
+    lambda props: st.lists(st.sampled_from(sorted(props)), unique=True).map(
+        lambda req: {"type": "object", "properties": props, "required": req}) if props
+    else st.just({"type": "object", "properties": {}}))
+
+
+@settings(FUZZ, max_examples=150)
+@given(family=st.sampled_from(FAMILIES), parameters=_parameters, other=_parameters,
+       choice=st.sampled_from(["auto", "required", "named"]), rng=st.randoms(use_true_random=False))
+def test_strings_from_the_grammar_parse_to_calls_the_schema_accepts(
+        family: str, parameters: dict[str, Any], other: dict[str, Any], choice: str, rng: random.Random) -> None:
+    tools = [{"type": "function", "function": {"name": n, "description": "", "parameters": p}}
+             for n, p in (("first", parameters), ("second.tool", other))]
+    tool_choice = "first" if choice == "named" else choice
+    try:
+        grammar = build_grammar(families()[family], tools, tool_choice)
+    except UnsupportedSchema:
+        event("unsupported schema")
+        return  # a schema the grammar says it cannot express, by name: not a failure
+    text = sample(grammar, rng)
+    assert matches(grammar, text), text
+    model = Model(ScriptedBackend([text]), family=family)
+    result = model.chat([{"role": "user", "content": "go"}], tools, tool_choice=tool_choice, max_tokens=100_000,
+                        retry_repeat_penalties=())
+    offered = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    if choice != "auto":
+        assert result.tool_calls, text
+    if choice == "named":
+        assert {c.name for c in result.tool_calls} == {"first"}
+    for call in result.tool_calls:
+        jsonschema.validate(call.arguments, offered[call.name])
+    assert result.tool_calls or result.content
+    event(f"{len(result.tool_calls)} calls")
+
+
+# -- request bodies --------------------------------------------------------------------------------
+
+_json = st.recursive(_scalars | _texts | st.floats(allow_nan=False), lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=8), inner, max_size=3), max_leaves=10)
+_message = st.fixed_dictionaries({"role": st.sampled_from(["user", "system", "assistant", "tool", "developer", "bot"])},
+                                 optional={"content": st.one_of(st.text(max_size=30), _json,
+                                                                st.just([{"type": "text", "text": "hi"}])),
+                                           "tool_call_id": st.text(max_size=5),
+                                           "tool_calls": _json})
+_tool = st.one_of(
+    _parameters.map(lambda p: {"type": "function", "function": {"name": "f", "parameters": p}}),
+    st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries(
+        {}, optional={"name": st.text(max_size=10) | _json, "parameters": _json, "description": _json})}),
+    _json,
+)
+_well_formed = st.fixed_dictionaries(
+    {"messages": st.lists(st.fixed_dictionaries({"role": st.just("user"), "content": _texts}),
+                          min_size=1, max_size=2)},
+    optional={"tools": st.lists(_parameters, max_size=2).map(
+        lambda ps: [{"type": "function", "function": {"name": f"t{i}", "parameters": p}} for i, p in enumerate(ps)]),
+        "tool_choice": st.sampled_from(["auto", "none", "required"]), "stream": st.booleans(),
+        "max_tokens": st.integers(1, 400), "stop": st.text(min_size=1, max_size=3)})
+_bodies = st.one_of(
+    _well_formed,
+    _json,
+    st.fixed_dictionaries({"messages": st.lists(_message, max_size=3) | _json}, optional={
+        "tools": st.lists(_tool, max_size=2) | _json,
+        "tool_choice": st.sampled_from(["auto", "none", "required"]) | _json
+        | st.just({"type": "function", "function": {"name": "f"}}),
+        "max_tokens": st.integers(-5, 10_000) | _json, "temperature": st.floats(-1, 3) | _json,
+        "stream": st.booleans() | _json, "stop": st.text(max_size=4) | _json, "n": _json,
+        "parallel_tool_calls": _json, "seed": _json, "top_p": _json, "response_format": _json,
+    }),
+)
+
+
+def _any_reply(prompt: Any, grammar: Any) -> str:
+    return sample(grammar, random.Random(len(prompt.text))) if grammar is not None else "ok"
+
+
+@settings(FUZZ, max_examples=200)
+@given(body=_bodies, as_bytes=st.booleans())
+def test_random_request_bodies_never_get_a_500(body: Any, as_bytes: bool) -> None:
+    backend = ScriptedBackend([_any_reply] * 4)  # room for the retries after a cut call
+    app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="m", max_body_bytes=64 * 1024))
+    content = json.dumps(body).encode() if not as_bytes else json.dumps(body)[:-1].encode() + b"\xff"
+
+    async def go() -> tuple[httpx.Response, httpx.Response]:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                                     base_url="http://t") as client:
+            res = await client.post("/v1/chat/completions", content=content,
+                                    headers={"content-type": "application/json"})
+            return res, await client.get("/health")
+
+    res, health = asyncio.run(go())
+    assert res.status_code in (200, 400, 401, 413, 503), res.text
+    if res.status_code != 200:
+        error = res.json()["error"]
+        assert isinstance(error["message"], str) and error["message"] and error["type"]
+        event(f"status {res.status_code} {error['code']}: {error['message'][:50]}" if error["code"] == "invalid_value"
+              else f"status {res.status_code} {error['code']}")
+    else:
+        event("status 200")
+        assert res.text.startswith("data: ") or res.json()["object"] == "chat.completion"
+    assert health.status_code == 200 and health.json()["status"] == "ok"
+
+
+def test_the_sampler_reaches_both_branches_of_auto() -> None:
+    """The property above is only as good as the sampler: under auto it writes text and calls."""
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
+    grammar = build_grammar(families()["qwen2.5"], tools, "auto")
+    kinds = set()
+    for seed in range(40):
+        result = Model(ScriptedBackend([sample(grammar, random.Random(seed))]), family="qwen2.5").chat(
+            [{"role": "user", "content": "go"}], tools, max_tokens=100_000, retry_repeat_penalties=())
+        kinds.add("call" if result.tool_calls else "text")
+    assert kinds == {"call", "text"}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_grammar_can_be_sampled(family: str) -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]
+    grammar = build_grammar(families()[family], tools, "required")
+    text = sample(grammar, random.Random(0))
+    assert matches(grammar, text) and text
