@@ -1,6 +1,6 @@
 """localtools: prompt-based, grammar-constrained tool calling for local open models."""
 
-from ._agent import Agent, CallTrace, RunResult, StepTrace
+from ._agent import Agent, CallOutcome, CallTrace, RunResult, StepTrace
 from ._catalog import catalog, pull
 from ._errors import (
     AgentError,
@@ -45,6 +45,7 @@ __all__ = [
     "AgentError",
     "ApprovalDenied",
     "BackendNotInstalled",
+    "CallOutcome",
     "CallTrace",
     "ChatResult",
     "ContextLengthExceeded",

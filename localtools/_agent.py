@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -26,13 +27,33 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
-from ._model import Model
+from ._model import ChatResult, Model
 from ._parse import ToolCall
 from ._tools import Tool, ToolRegistry
 
-__all__ = ["Agent", "CallTrace", "RunResult", "StepTrace"]
+__all__ = ["Agent", "CallOutcome", "CallTrace", "RunResult", "StepTrace"]
 
 Approver = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
+
+
+class CallOutcome(StrEnum):
+    """What became of one call the model made."""
+
+    OK = "ok"
+    #: The same call (name and arguments) already ran; the model got its result again.
+    REPEATED = "repeated call"
+    UNKNOWN_TOOL = "unknown tool"
+    NOT_ALLOWED = "not allowed"
+    INVALID_ARGUMENTS = "invalid arguments"
+    NOT_APPROVED = "not approved"
+    TIMEOUT = "timeout"
+    #: The tool function raised.
+    RAISED = "raised"
+
+    @property
+    def is_model_mistake(self) -> bool:
+        """The model's fault (a name or arguments it got wrong): counts against ``max_retries``."""
+        return self in (CallOutcome.UNKNOWN_TOOL, CallOutcome.NOT_ALLOWED, CallOutcome.INVALID_ARGUMENTS)
 
 
 @dataclass
@@ -42,8 +63,10 @@ class CallTrace:
     arguments: dict[str, Any]
     ok: bool
     result: str
+    #: What went wrong, for people ("invalid arguments: 'city' is a required property"); None when ok.
     error: str | None = None
     seconds: float = 0.0
+    outcome: CallOutcome = CallOutcome.OK
 
 
 @dataclass
@@ -161,91 +184,110 @@ class Agent:
         raise UsageError("Agent.run() was called inside an event loop; use 'await agent.arun(...)'")
 
     async def arun(self, question: str | list[dict[str, Any]]) -> RunResult:
+        messages = self._opening(question)
+        tools = self.registry.list(self.allow)
+        state = _RunState()
+        for step in range(1, self.max_steps + 1):
+            st = StepTrace(step=step, constrained=self.constrained, tool_choice=self._choice(step, state))
+            state.trace.append(st)
+            result = await self._reply(messages, tools, st, state)
+            if result is None:  # unusable; what went wrong was fed back
+                continue
+            messages.append(result.message())
+            if not result.tool_calls:
+                self._notify(st)
+                return RunResult(answer=result.content, messages=messages, trace=state.trace)
+            st.calls = await self._run_calls(result.tool_calls, state)
+            state.repeated = any(c.outcome is CallOutcome.REPEATED for c in st.calls)
+            for done in st.calls:
+                messages.append({"role": "tool", "tool_call_id": done.id, "name": done.name, "content": done.result})
+            self._notify(st)
+            self._count_mistakes(st, state, messages)
+        raise MaxStepsExceeded(
+            f"no final answer after max_steps={self.max_steps} model turns; raise max_steps or check the trace",
+            messages,
+            state.trace,
+        )
+
+    def _opening(self, question: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
         if isinstance(question, str):
             messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
         else:
             messages = [dict(m) for m in question]
         if self.system and not (messages and messages[0].get("role") == "system"):
             messages.insert(0, {"role": "system", "content": self.system})
-        tools = self.registry.list(self.allow)
-        trace: list[StepTrace] = []
-        failures = 0
-        done_calls: dict[str, str] = {}
-        repeated = False
-        for step in range(1, self.max_steps + 1):
-            # A forced choice applies to the first turn; afterwards the model must be free to answer.
-            choice = self.tool_choice if step == 1 or self.tool_choice in ("auto", "none") else "auto"
-            if repeated:
-                # The model asked again for a result it already has: small models loop like this.
-                # It gets the result once more, and this turn must be the answer.
-                choice = "none"
-            st = StepTrace(step=step, constrained=self.constrained, tool_choice=choice)
-            trace.append(st)
-            try:
-                result = await asyncio.to_thread(
-                    self.model.chat,
-                    messages,
-                    tools,
-                    tool_choice=choice,
-                    parallel_tool_calls=self.parallel_tool_calls,
-                    constrained=self.constrained,
-                    max_tokens=self.max_tokens,
-                    temperature=self.temperature,
-                )
-            except (ToolCallParseError, GenerationTruncated) as exc:
-                st.error, st.raw = str(exc), exc.raw
-                failures += 1
-                self._notify(st)
-                if failures > self.max_retries:
-                    raise RetryLimitExceeded(
-                        f"the model produced no usable reply after {failures} tries: {exc}", messages, trace
-                    ) from exc
-                messages.append({"role": "assistant", "content": exc.raw})
-                messages.append({"role": "user", "content": _feedback(exc)})
-                continue
-            st.prompt_tokens, st.completion_tokens = result.prompt_tokens, result.completion_tokens
-            st.latency, st.raw = result.latency, result.raw
-            st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
-            st.attempts = result.attempts
-            messages.append(result.message())
-            if not result.tool_calls:
-                self._notify(st)
-                return RunResult(answer=result.content, messages=messages, trace=trace)
-            # Identical calls (within this turn or repeating an earlier one) run once.
-            first: dict[str, ToolCall] = {}
-            for c in result.tool_calls:
-                if _call_key(c) not in done_calls:
-                    first.setdefault(_call_key(c), c)
-            outcomes = await asyncio.gather(*(self._execute(c) for c in first.values()))
-            executed = dict(zip(first, outcomes, strict=True))
-            st.calls = []
-            for call in result.tool_calls:
-                key = _call_key(call)
-                if first.get(key) is call:
-                    st.calls.append(executed[key])
-                    if executed[key].ok:
-                        done_calls[key] = executed[key].result
-                elif key in done_calls:
-                    note = f"{done_calls[key]}\n(This call was already made; this is its result. Use it to answer.)"
-                    st.calls.append(CallTrace(call.id, call.name, call.arguments, True, note, "repeated call"))
-                else:  # a duplicate whose first copy failed: same failure, same message
-                    twin = executed[key]
-                    st.calls.append(CallTrace(call.id, call.name, call.arguments, twin.ok, twin.result, twin.error))
-            repeated = any(c.error == "repeated call" for c in st.calls)
-            for done in st.calls:
-                messages.append({"role": "tool", "tool_call_id": done.id, "name": done.name, "content": done.result})
+        return messages
+
+    def _choice(self, step: int, state: _RunState) -> str:
+        if state.repeated:
+            # The model asked again for a result it already has: small models loop like this.
+            # It gets the result once more, and this turn must be the answer.
+            return "none"
+        # A forced choice applies to the first turn; afterwards the model must be free to answer.
+        return self.tool_choice if step == 1 or self.tool_choice in ("auto", "none") else "auto"
+
+    async def _reply(self, messages: list[dict[str, Any]], tools: list[Tool], st: StepTrace,
+                     state: _RunState) -> ChatResult | None:
+        """One model turn; a reply that cannot be used is fed back (``None``) until the retries run out."""
+        try:
+            result = await asyncio.to_thread(
+                self.model.chat,
+                messages,
+                tools,
+                tool_choice=st.tool_choice,
+                parallel_tool_calls=self.parallel_tool_calls,
+                constrained=self.constrained,
+                max_tokens=self.max_tokens,
+                temperature=self.temperature,
+            )
+        except (ToolCallParseError, GenerationTruncated) as exc:
+            st.error, st.raw = str(exc), exc.raw
+            state.failures += 1
             self._notify(st)
-            rejected = [c for c in st.calls if c.error and c.error.startswith(("invalid", "unknown", "not allowed"))]
-            failures = failures + 1 if len(rejected) == len(st.calls) else 0
-            if failures > self.max_retries:
+            if state.failures > self.max_retries:
                 raise RetryLimitExceeded(
-                    f"the model kept making invalid calls ({rejected[-1].error})", messages, trace
-                )
-        raise MaxStepsExceeded(
-            f"no final answer after max_steps={self.max_steps} model turns; raise max_steps or check the trace",
-            messages,
-            trace,
-        )
+                    f"the model produced no usable reply after {state.failures} tries: {exc}", messages, state.trace
+                ) from exc
+            messages.append({"role": "assistant", "content": exc.raw})
+            messages.append({"role": "user", "content": _feedback(exc)})
+            return None
+        st.prompt_tokens, st.completion_tokens = result.prompt_tokens, result.completion_tokens
+        st.latency, st.raw = result.latency, result.raw
+        st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
+        st.attempts = result.attempts
+        return result
+
+    async def _run_calls(self, calls: list[ToolCall], state: _RunState) -> list[CallTrace]:
+        """Runs the calls concurrently; identical calls (in this turn or repeating an earlier one) run once."""
+        first: dict[str, ToolCall] = {}
+        for c in calls:
+            if _call_key(c) not in state.done_calls:
+                first.setdefault(_call_key(c), c)
+        outcomes = await asyncio.gather(*(self._execute(c) for c in first.values()))
+        executed = dict(zip(first, outcomes, strict=True))
+        traces: list[CallTrace] = []
+        for call in calls:
+            key = _call_key(call)
+            if first.get(key) is call:
+                traces.append(executed[key])
+                if executed[key].ok:
+                    state.done_calls[key] = executed[key].result
+            elif key in state.done_calls:
+                note = f"{state.done_calls[key]}\n(This call was already made; this is its result. Use it to answer.)"
+                traces.append(CallTrace(call.id, call.name, call.arguments, True, note, CallOutcome.REPEATED.value,
+                                        outcome=CallOutcome.REPEATED))
+            else:  # a duplicate whose first copy failed: same failure, same message
+                twin = executed[key]
+                traces.append(CallTrace(call.id, call.name, call.arguments, twin.ok, twin.result, twin.error,
+                                        outcome=twin.outcome))
+        return traces
+
+    def _count_mistakes(self, st: StepTrace, state: _RunState, messages: list[dict[str, Any]]) -> None:
+        """A turn whose every call was a model mistake uses up a retry; any other turn resets them."""
+        mistakes = [c for c in st.calls if c.outcome.is_model_mistake]
+        state.failures = state.failures + 1 if len(mistakes) == len(st.calls) else 0
+        if state.failures > self.max_retries:
+            raise RetryLimitExceeded(f"the model kept making invalid calls ({mistakes[-1].error})", messages, state.trace)
 
     def _notify(self, st: StepTrace) -> None:
         if self.on_step is not None:
@@ -254,30 +296,32 @@ class Agent:
     async def _execute(self, call: ToolCall) -> CallTrace:
         started = time.perf_counter()
 
-        def done(ok: bool, result: str, error: str | None = None) -> CallTrace:
-            return CallTrace(call.id, call.name, call.arguments, ok, result, error, time.perf_counter() - started)
+        def done(result: str, outcome: CallOutcome = CallOutcome.OK, detail: str = "") -> CallTrace:
+            error = None if outcome is CallOutcome.OK else f"{outcome.value}: {detail}" if detail else outcome.value
+            return CallTrace(call.id, call.name, call.arguments, outcome is CallOutcome.OK, result, error,
+                             time.perf_counter() - started, outcome)
 
         try:
             tool = self.registry.get(call.name, self.allow)
         except UnknownToolError as exc:
-            return done(False, f"Error: {exc}. Call one of the available tools.", "unknown tool")
+            return done(f"Error: {exc}. Call one of the available tools.", CallOutcome.UNKNOWN_TOOL)
         except ToolNotAllowed as exc:
-            return done(False, f"Error: {exc}.", "not allowed")
+            return done(f"Error: {exc}.", CallOutcome.NOT_ALLOWED)
         try:
             validated = tool.validate(call.arguments)
         except ToolArgumentsError as exc:
-            return done(False, f"Error: {exc}. Fix the arguments and call again.", f"invalid arguments: {exc.details}")
+            return done(f"Error: {exc}. Fix the arguments and call again.", CallOutcome.INVALID_ARGUMENTS, exc.details)
         try:
             if tool.destructive:
                 await self._check_approval(call, tool)
             value = await self._invoke(tool, validated)
         except ApprovalDenied as exc:
-            return done(False, f"Error: {exc}.", "not approved")
+            return done(f"Error: {exc}.", CallOutcome.NOT_APPROVED)
         except ToolTimeout as exc:
-            return done(False, f"Error: {exc}.", "timeout")
+            return done(f"Error: {exc}.", CallOutcome.TIMEOUT)
         except ToolExecutionError as exc:
-            return done(False, f"Error: {exc}", "raised")
-        return done(True, _to_text(value))
+            return done(f"Error: {exc}", CallOutcome.RAISED)
+        return done(_to_text(value))
 
     async def _check_approval(self, call: ToolCall, tool: Tool) -> None:
         if self.approve is None:
@@ -298,6 +342,17 @@ class Agent:
             raise ToolTimeout(f"tool {tool.name!r} did not finish within {tool.timeout} s") from None
         except Exception as exc:
             raise ToolExecutionError(f"tool {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass
+class _RunState:
+    trace: list[StepTrace] = field(default_factory=list)
+    #: Unusable turns in a row (unparsable, cut, or every call a model mistake).
+    failures: int = 0
+    #: Result of each call that ran, by name and arguments.
+    done_calls: dict[str, str] = field(default_factory=dict)
+    #: The last turn repeated a call that already ran.
+    repeated: bool = False
 
 
 def _call_key(call: ToolCall) -> str:

@@ -10,6 +10,7 @@ import pytest
 
 from localtools import (
     Agent,
+    CallOutcome,
     GenerationTruncated,
     LocalToolsError,
     MaxStepsExceeded,
@@ -19,6 +20,7 @@ from localtools import (
     Tool,
     tool,
 )
+from localtools._agent import write_trace
 
 CUSTOMERS = {"cust-1001": {"plan": "pro"}}
 
@@ -257,3 +259,26 @@ def test_text_may_not_open_a_fenced_call_it_does_not_finish() -> None:
     # The fence's opening starts a call, so a record in a json fence is not an answer under auto.
     with pytest.raises(LocalToolsError, match="violates the grammar"):
         model.chat([{"role": "user", "content": "plan?"}], [get_customer])
+
+
+def test_call_outcomes_are_typed_and_only_model_mistakes_use_up_retries(tmp_path: Path) -> None:
+    @tool
+    def broken(x: int) -> int:
+        """Always fails."""
+        raise RuntimeError("disk on fire")
+
+    # Three turns whose every call raised: the tool's fault, not the model's, so no RetryLimitExceeded
+    # with max_retries=1; then two turns of model mistakes, which do exhaust it.
+    replies = [tc("broken", x=i) for i in range(3)] + [tc("nope"), tc("broken", x="not a number")]
+    a, _ = agent(replies, [broken], constrained=False, max_retries=1, max_steps=10)
+    with pytest.raises(RetryLimitExceeded, match="invalid arguments") as caught:
+        a.run("go")
+    outcomes = [c.outcome for step in caught.value.trace for c in step.calls]
+    assert outcomes == [CallOutcome.RAISED] * 3 + [CallOutcome.UNKNOWN_TOOL, CallOutcome.INVALID_ARGUMENTS]
+    assert [o.is_model_mistake for o in outcomes] == [False] * 3 + [True, True]
+    trace = caught.value.trace[-1]
+    assert trace.calls[0].error is not None and trace.calls[0].error.startswith("invalid arguments: ")
+    path = tmp_path / "trace.jsonl"
+    write_trace(caught.value.trace, path)
+    written = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [c["outcome"] for s in written for c in s["calls"]] == [o.value for o in outcomes]
