@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from ._errors import GrammarNotRegular
@@ -610,55 +610,96 @@ def _class_match(body: str, ch: str) -> bool:
 
 
 def matches(grammar: Grammar, text: str) -> bool:
-    """Whether ``text`` is in the language of ``grammar`` (a set-of-positions matcher)."""
-    grammar = grammar.lowered()
-    memo: dict[tuple[int, int], frozenset[int]] = {}
+    """Whether ``text`` is in the language of ``grammar`` (a set-of-positions matcher).
 
-    def run(e: Expr, pos: int) -> frozenset[int]:
-        key = (id(e), pos)
-        if key in memo:
-            return memo[key]
-        memo[key] = frozenset()  # guards against left recursion
-        out: set[int] = set()
+    The walk keeps its own stack (deep recursion would need the interpreter's recursion limit
+    raised, for every thread at once), and reads a ``Text`` node in one pass: spelled out as rules
+    it would cost time quadratic in the text's length.
+    """
+    rules = grammar.rules
+
+    def leaf(e: Expr, pos: int) -> frozenset[int] | None:
+        if isinstance(e, Text):
+            return _text_ends(e, text, pos)
         if isinstance(e, Lit):
-            if text.startswith(e.text, pos):
-                out.add(pos + len(e.text))
-        elif isinstance(e, Chars):
-            if pos < len(text) and _class_match(e.body, text[pos]):
-                out.add(pos + 1)
-        elif isinstance(e, Any_):
-            if pos < len(text):
-                out.add(pos + 1)
-        elif isinstance(e, Ref):
-            out |= run(grammar.rules[e.name], pos)
-        elif isinstance(e, Seq):
-            current = {pos}
-            for item in e.items:
-                current = {q for p in current for q in run(item, p)}
-                if not current:
-                    break
-            out |= current
-        elif isinstance(e, Alt):
-            for o in e.options:
-                out |= run(o, pos)
-        elif isinstance(e, Repeat):
-            current, count = {pos}, 0
-            if e.min == 0:
-                out.add(pos)
-            while current and (e.max is None or count < e.max):
-                current = {q for p in current for q in run(e.item, p)} - {p for p in current}
-                count += 1
-                if count >= e.min:
-                    out |= current
-        result = frozenset(out)
-        memo[key] = result
-        return result
+            return frozenset((pos + len(e.text),)) if text.startswith(e.text, pos) else frozenset()
+        if isinstance(e, Chars):
+            return frozenset((pos + 1,)) if pos < len(text) and _class_match(e.body, text[pos]) else frozenset()
+        if isinstance(e, Any_):
+            return frozenset((pos + 1,)) if pos < len(text) else frozenset()
+        return None
 
-    import sys
+    memo: dict[tuple[int, int], frozenset[int]] = {}
+    stack: list[tuple[tuple[int, int], Generator[tuple[Expr, int], frozenset[int], set[int]]]] = []
+    start = rules[grammar.root]
+    value = leaf(start, 0)
+    if value is None:
+        memo[(id(start), 0)] = frozenset()  # an entry while in progress guards against left recursion
+        stack.append(((id(start), 0), _ends(start, 0, rules)))
+    while stack:
+        key, walk = stack[-1]
+        try:
+            sub, pos = walk.send(value) if value is not None else next(walk)
+        except StopIteration as done:
+            value = memo[key] = frozenset(done.value)
+            stack.pop()
+            continue
+        value = leaf(sub, pos)
+        if value is not None:
+            continue
+        sub_key = (id(sub), pos)
+        if sub_key in memo:
+            value = memo[sub_key]
+            continue
+        memo[sub_key] = frozenset()
+        stack.append((sub_key, _ends(sub, pos, rules)))
+    assert value is not None
+    return len(text) in value
 
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20000))
-    try:
-        return len(text) in run(grammar.rules[grammar.root], 0)
-    finally:
-        sys.setrecursionlimit(limit)
+
+def _text_ends(node: Text, text: str, pos: int) -> frozenset[int]:
+    """Where a ``Text`` answer starting at ``pos`` may end: it is not empty, opens with no
+    whitespace, control character, backtick or ``avoid`` string, and holds no marker whole."""
+    if pos >= len(text) or text[pos] <= " " or text[pos] == "`":
+        return frozenset()
+    last = len(text)
+    for marker in node.markers:
+        if marker and (i := text.find(marker, pos)) >= 0:
+            last = min(last, i + len(marker) - 1)
+    for opening in node.avoid:
+        if opening and text.startswith(opening, pos):
+            last = min(last, pos + len(opening) - 1)
+    return frozenset(range(pos + 1, last + 1))
+
+
+def _ends(e: Expr, pos: int, rules: dict[str, Expr]) -> Generator[tuple[Expr, int], frozenset[int], set[int]]:
+    """The end positions of ``e`` matched from ``pos``; asks ``matches`` for each part's ends."""
+    if isinstance(e, Ref):
+        return set((yield rules[e.name], pos))
+    if isinstance(e, Seq):
+        current = {pos}
+        for item in e.items:
+            after: set[int] = set()
+            for p in current:
+                after |= yield item, p
+            current = after
+            if not current:
+                break
+        return current
+    if isinstance(e, Alt):
+        out: set[int] = set()
+        for option in e.options:
+            out |= yield option, pos
+        return out
+    if isinstance(e, Repeat):
+        out, current, count = ({pos} if e.min == 0 else set()), {pos}, 0
+        while current and (e.max is None or count < e.max):
+            after = set()
+            for p in current:
+                after |= yield e.item, p
+            current = after - current
+            count += 1
+            if count >= e.min:
+                out |= current
+        return out
+    raise TypeError(f"cannot match {e!r}; lower the grammar first")

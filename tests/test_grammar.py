@@ -263,3 +263,18 @@ def test_text_never_holds_a_marker(markers: list[str], text: str) -> None:
     assert matches(g, text) == expected
     # Rendered as GBNF for llama.cpp and read back, it is the same language.
     assert matches(parse_gbnf(g.to_gbnf()), text) == expected
+
+
+def test_matcher_keeps_its_own_stack() -> None:
+    """A text rule recurses once per character; the matcher must not need (or touch) the recursion limit."""
+    import sys
+    import threading
+
+    grammar = build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto")
+    limit = sys.getrecursionlimit()
+    seen: list[bool] = []
+    text = "The plan is pro. " * 600  # 10,200 characters, ten times the default limit
+    worker = threading.Thread(target=lambda: seen.extend([matches(grammar, text), matches(grammar, text + "<tool_call>")]))
+    worker.start()
+    worker.join()
+    assert seen == [True, False] and sys.getrecursionlimit() == limit
