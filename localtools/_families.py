@@ -10,7 +10,10 @@ from typing import Any
 from ._errors import TemplateError
 from ._resources import read_text
 
-__all__ = ["Family", "detect_family", "families", "get_family"]
+__all__ = ["CALL_STYLES", "Family", "detect_family", "families", "get_family"]
+
+#: How calls are spelled, for the parser (``Family.call_style``).
+CALL_STYLES = ("tagged", "marker", "bare")
 
 
 @dataclass(frozen=True)
@@ -56,6 +59,13 @@ class Family:
     #: JSON layout inside calls: "compact" (json.dumps's one-space style) or "natural" (also the
     #: newlines and indentation the family's models write when free; BENCHMARKS.md measures both).
     layout: str
+    #: How the parser finds calls in a reply: "tagged" (``call_start`` JSON ``call_end``, one call a
+    #: block), "marker" (``call_start`` then a JSON list of calls) or "bare" (JSON objects that open
+    #: with ``call_start``). Free output is also read for fenced and bare JSON calls in any style.
+    call_style: str
+    #: Strings the family's models write that are no part of a reply (Llama 3's ``<|python_tag|>``),
+    #: removed before it is read.
+    strip: tuple[str, ...]
 
     def template_source(self) -> str:
         return read_text("templates", self.template)
@@ -91,6 +101,9 @@ def families() -> dict[str, Family]:
             raise TemplateError(
                 f"family {name!r} in families.toml: missing {sorted(missing)}; unknown {sorted(unknown)}"
             )
+        if rec["call_style"] not in CALL_STYLES:
+            raise TemplateError(f"family {name!r} in families.toml: call_style {rec['call_style']!r} is not one of "
+                                f"{', '.join(CALL_STYLES)}")
         values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
         out[name] = Family(name=name, **values)
     return out

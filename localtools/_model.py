@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 from ._constraints import build_grammar
-from ._errors import GenerationTruncated, TemplateError, UsageError
+from ._errors import GenerationTruncated, TemplateError
 from ._families import Family, detect_family, get_family
-from ._grammar import Grammar, Text, matches
-from ._parse import ToolCall, parse_reply
+from ._grammar import Grammar
+from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
+from ._reply import ReplyFormat, reply_format
 from ._tools import Tool
 from .backends._base import Backend, cut_at_stop
 
@@ -132,30 +133,18 @@ class Model:
     ) -> Grammar:
         return build_grammar(self.family, _specs(tools), tool_choice, parallel_tool_calls)
 
-    @staticmethod
-    def _split_calls(raw: str, grammar: Grammar) -> tuple[str, str] | None:
-        """(text, calls) when constrained output took a calls branch of the grammar: calls alone,
-        or text and then calls in a marked form; ``None`` when it is a text answer."""
-        rules = grammar.rules
-        if "calls" not in rules:
-            return None
-        if matches(Grammar(rules, "calls"), raw):
-            return "", raw
-        text = rules.get("text")
-        if not isinstance(text, Text) or matches(Grammar(rules, "text"), raw):
-            return None
-        # Text never holds a marked form's opening, so the first one is where the calls begin.
-        found = [i for m in text.markers if (i := raw.find(m)) >= 0]
-        if not found or not matches(grammar, raw):
-            return None
-        return raw[: min(found)], raw[min(found):]
-
-    def _cut_inside_call(self, raw: str, grammar: Grammar | None) -> bool:
-        if grammar is not None:
-            # Constrained output is always a prefix of the grammar's language; text answers are
-            # complete at every character, a call only once it is closed.
-            return not matches(grammar, raw)
-        return self.family.call_start in raw or '{"name"' in raw
+    def reply_format(
+        self,
+        tools: Sequence[Tool | dict[str, Any]],
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool = True,
+        *,
+        constrained: bool = True,
+        stop: Sequence[str] = (),
+    ) -> ReplyFormat:
+        """What a reply may be for this request: the grammar, the stop strings, how calls open."""
+        return reply_format(self.family, _specs(tools), tool_choice, parallel_tool_calls,
+                            constrained=constrained, stop=stop)
 
     def chat(
         self,
@@ -188,17 +177,9 @@ class Model:
         """
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice)
-        grammar = self.grammar(specs, tool_choice, parallel_tool_calls) if constrained else None
-        if not constrained and tool_choice not in ("auto", "required", "none") and tool_choice not in {
-            s["function"]["name"] for s in specs
-        }:
-            raise UsageError(f"tool_choice names {tool_choice!r}, which is not among the tools")
+        fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop)
         started = time.perf_counter()
         penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
-        # With no call possible the backend can stop early; otherwise a stop string inside a call's
-        # JSON must not cut it, so text answers are cut after parsing.
-        text_only = not specs or tool_choice == "none"
-        backend_stop = [*self.family.stop, *stop] if text_only else list(self.family.stop)
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
         # Passed only when set, so a backend written before the option still serves everything else.
         extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
@@ -206,34 +187,26 @@ class Model:
             attempts += 1
             gen = self.backend.generate(
                 prompt,
-                grammar=grammar,
+                grammar=fmt.grammar,
                 max_tokens=max_tokens,
                 temperature=temperature,
                 top_p=top_p,
                 seed=seed,
-                stop=backend_stop,
+                stop=list(fmt.stop),
                 repeat_penalty=penalty,
                 **extra,
             )
             completion_tokens += len(gen.tokens)
             decode_seconds += gen.decode_seconds
             raw = gen.text
-            cut = gen.finish_reason == "length" and self._cut_inside_call(raw, grammar)
+            cut = gen.finish_reason == "length" and fmt.cut_inside_call(raw)
             if not cut:
                 break
         if cut:
             raise GenerationTruncated(max_tokens, raw)
         latency = time.perf_counter() - started
-        split = self._split_calls(raw, grammar) if grammar is not None else ("", raw)
-        if split is None:
-            # The grammar's text branch: the answer as written, whatever JSON it quotes.
-            parsed_content, calls = raw.strip(), []
-        else:
-            # Free output, or calls the grammar accepted in one of the family's call forms (tagged,
-            # fenced, bare, a list; any layout), perhaps after text: the parser reads every form.
-            parsed = parse_reply(split[1], self.family, tolerant=True)
-            parsed_content = "\n\n".join(p for p in (split[0].strip(), parsed.content) if p)
-            calls = parsed.tool_calls
+        parsed = fmt.parse(raw)
+        parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
         before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
         if before_stop is not None:

@@ -13,13 +13,16 @@ from typing import Any
 from ._errors import ToolCallParseError
 from ._families import Family
 
-__all__ = ["ParsedReply", "ToolCall", "decode_arguments", "disguised_calls", "new_call_id", "parse_reply"]
+__all__ = ["BARE_CALL_OPENING", "ParsedReply", "ToolCall", "decode_arguments", "disguised_calls", "new_call_id",
+           "parse_reply"]
 
 _ALNUM = string.ascii_letters + string.digits
 _FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
 _DECODER = json.JSONDecoder()
-# A JSON object that opens like a call: left over only when it did not parse.
-_BARE_OPENING = re.compile(r'\{"name"')
+#: How a bare JSON call opens, in any family: free output is read for these by the tolerant
+#: parser, and a free reply cut after one was cut inside a call.
+BARE_CALL_OPENING = '{"name"'
+
 _CALL_LIKE = re.compile(r'\{\s*"name"\s*:\s*"[^"]*"\s*,\s*"(?:arguments|parameters)"\s*:')
 
 
@@ -254,12 +257,14 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
     ``_constraints.call_openings``) says how a bare call opens under that grammar.
     """
     raw = text
-    text = _strip_stops(text, family).replace("<|python_tag|>", "")
-    start, end = family.call_start, family.call_end
+    text = _strip_stops(text, family)
+    for extra in family.strip:
+        text = text.replace(extra, "")
+    start = family.call_start
     calls: list[ToolCall] = []
-    if end:
+    if family.call_style == "tagged":
         calls, text = _tagged_calls(text, family, raw)
-    elif start and not start.startswith("{"):
+    elif family.call_style == "marker":
         # A marker followed by a JSON list of calls (Mistral's [TOOL_CALLS] [...]).
         idx = text.find(start)
         if idx >= 0:
@@ -276,7 +281,7 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
     if tolerant:
         more, text = _scan_json(text, family, raw)
         calls += more
-    elif text.startswith(tuple(call_openings)) if call_openings is not None else _BARE_OPENING.match(text):
+    elif text.startswith(tuple(call_openings) if call_openings is not None else BARE_CALL_OPENING):
         # Under the grammar a reply that opens like a bare call to a given tool is one; anything
         # else that opens with "{" took the text branch (an echoed JSON result, or a "call" to a
         # tool that does not exist) and is the answer as written.

@@ -225,7 +225,7 @@ def create_app(model: Model, config: ServerConfig) -> Any:
                                     default_temperature=config.default_temperature)
             # Grammar and prompt problems (an unsupported schema, a template that refuses the
             # message order) are the request's fault; find them before queueing.
-            model.grammar(request.tools, request.tool_choice, request.parallel_tool_calls)
+            model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)
             model.render(request.messages, request.tools)
         except BadRequest as exc:
             return error(400, str(exc), param=exc.param, code=exc.code)

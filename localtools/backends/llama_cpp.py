@@ -6,18 +6,18 @@ import ctypes
 import inspect
 import os
 import threading
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
-from .._errors import BackendNotInstalled, ContextLengthExceeded, GenerationCancelled, GrammarError, ModelError, UsageError
+from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
 from .._grammar import Grammar
 from .._prompt import Prompt
-from ._base import Generation, cut_at_stop
+from ._base import Generation
+from ._decode import PENALTY_WINDOW, decode, penalised
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
 
@@ -241,7 +241,6 @@ class LlamaCppBackend:
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
     ) -> Generation:
-        llama_cpp = _import()
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:
@@ -251,47 +250,12 @@ class LlamaCppBackend:
             pick: _Picker = _Sampled(self, grammar, temperature, top_p, seed, repeat_penalty)
         else:
             pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy")
-        out: list[int] = []
-        finish = "length"
-        start = time.perf_counter()
-        first = start
-        text = ""
-        vocab = self.llm._model.vocab
+        steps = _Steps(self, prompt_ids, pick)
         try:
-            self._feed(prompt_ids)
-            while True:
-                if cancel is not None and cancel():
-                    raise GenerationCancelled("generation was cancelled")
-                token = pick()
-                if not out:
-                    first = time.perf_counter()
-                if llama_cpp.llama_vocab_is_eog(vocab, token):
-                    finish = "stop"
-                    break
-                out.append(token)
-                if stop:
-                    text = self.llm.detokenize(out, prev_tokens=prompt_ids).decode("utf-8", errors="ignore")
-                    cut = cut_at_stop(text, stop)
-                    if cut is not None:
-                        text, finish = cut, "stop"
-                        break
-                if len(out) >= max_tokens:
-                    break
-                self.llm.eval([token])
+            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel)
         finally:
             pick.close()
-        end = time.perf_counter()
-        self.mask_stats = (getattr(pick, "full_masks", 0), getattr(pick, "picks", 0))
-        if finish != "stop" or not stop:
-            text = self.llm.detokenize(out, prev_tokens=prompt_ids).decode("utf-8", errors="replace")
-        return Generation(
-            text=text,
-            tokens=out,
-            finish_reason=finish,
-            prompt_tokens=len(prompt_ids),
-            prompt_seconds=first - start,
-            decode_seconds=end - first,
-        )
+            self.mask_stats = (getattr(pick, "full_masks", 0), getattr(pick, "picks", 0))
 
     def _feed(self, ids: list[int]) -> None:
         """Evaluate the prompt, reusing the longest cached prefix (a conversation's earlier turns)."""
@@ -312,13 +276,34 @@ class LlamaCppBackend:
 
 
 class _Picker(Protocol):
-    def __call__(self) -> int: ...
+    def __call__(self, reply: list[int]) -> int: ...
 
     def close(self) -> None: ...
 
 
-#: llama-cpp-python's window for the repeat penalty, kept so penalised retries behave as before.
-_PENALTY_LAST_N = 64
+class _Steps:
+    """llama.cpp's steps for the shared decode loop."""
+
+    def __init__(self, backend: LlamaCppBackend, prompt_ids: list[int], pick: _Picker) -> None:
+        self.backend, self.prompt_ids, self.picker = backend, prompt_ids, pick
+        self.llama_cpp = _import()
+        self.vocab = backend.llm._model.vocab
+
+    def start(self) -> None:
+        self.backend._feed(self.prompt_ids)
+
+    def pick(self, reply: list[int]) -> int:
+        return self.picker(reply)
+
+    def advance(self, token: int) -> None:
+        self.backend.llm.eval([token])
+
+    def is_end(self, token: int) -> bool:
+        return bool(self.llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    def text(self, tokens: list[int], *, final: bool) -> str:
+        raw = self.backend.llm.detokenize(tokens, prev_tokens=self.prompt_ids)
+        return raw.decode("utf-8", errors="replace" if final else "ignore")
 
 
 def _grammar_sampler(llama_cpp: Any, backend: LlamaCppBackend, grammar: Grammar) -> Any:
@@ -346,7 +331,6 @@ class _Greedy:
         self.ctx = backend.llm._ctx.ctx
         self.n_vocab = backend.llm.n_vocab()
         self.penalty = repeat_penalty
-        self.recent: list[int] = []
         self.lazy = lazy
         self.full_masks = self.picks = 0
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
@@ -357,25 +341,24 @@ class _Greedy:
             self.all_array = llama_cpp.llama_token_data_array(
                 ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
 
-    def _scores(self) -> Any:
+    def _scores(self, reply: list[int]) -> Any:
         logits = self.np.ctypeslib.as_array(self.llama_cpp.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
-        if self.penalty == 1.0 or not self.recent:
+        if self.penalty == 1.0 or not reply:
             return logits
         scores = logits.copy()
-        seen = self.np.unique(self.np.asarray(self.recent[-_PENALTY_LAST_N:]))
+        seen = self.np.asarray(penalised(reply))
         # llama.cpp's rule: shrink positive logits, push negative ones further down.
         scores[seen] = self.np.where(scores[seen] <= 0, scores[seen] * self.penalty, scores[seen] / self.penalty)
         return scores
 
-    def __call__(self) -> int:
-        scores = self._scores()
+    def __call__(self, reply: list[int]) -> int:
+        scores = self._scores(reply)
         token = int(self.np.argmax(scores))
         if self.grammar is not None:
             if not (self.lazy and self._allowed(token, float(scores[token]))):
                 token = self._best_allowed(scores)
             self.llama_cpp.llama_sampler_accept(self.grammar, token)
             self.picks += 1
-        self.recent.append(token)
         return token
 
     def _allowed(self, token: int, logit: float) -> bool:
@@ -409,14 +392,15 @@ class _Sampled:
         # The grammar first: it is the one step that can fail, and then nothing is left to free.
         masked = [_grammar_sampler(llama_cpp, backend, grammar)] if grammar is not None else []
         self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        steps = [llama_cpp.llama_sampler_init_penalties(backend.llm.n_vocab(), _PENALTY_LAST_N, repeat_penalty, 0.0, 0.0),
+        steps = [llama_cpp.llama_sampler_init_penalties(backend.llm.n_vocab(), PENALTY_WINDOW, repeat_penalty, 0.0, 0.0),
                  *masked]
         steps += [llama_cpp.llama_sampler_init_top_p(top_p, 1), llama_cpp.llama_sampler_init_temp(temperature),
                   llama_cpp.llama_sampler_init_dist(seed if seed is not None else 0)]
         for step in steps:  # the chain owns its steps and frees them with itself
             llama_cpp.llama_sampler_chain_add(self.chain, step)
 
-    def __call__(self) -> int:
+    def __call__(self, reply: list[int]) -> int:
+        # The chain's penalty step keeps its own window of the tokens it sampled: the same tokens.
         return int(self.llama_cpp.llama_sampler_sample(self.chain, self.ctx, -1))
 
     def close(self) -> None:

@@ -10,6 +10,7 @@ from .._errors import GenerationCancelled, UsageError
 from .._grammar import Grammar, matches
 from .._prompt import Prompt
 from ._base import Generation
+from ._decode import decode
 
 __all__ = ["ScriptedBackend"]
 
@@ -17,7 +18,8 @@ Reply = str | Callable[[Prompt, Grammar | None], str]
 
 
 class ScriptedBackend:
-    """Replies from a script; one "token" per character, so ``max_tokens`` truncates like a real model.
+    """Replies from a script; one "token" per character, through the decode loop real backends use,
+    so ``max_tokens``, stop strings and ``cancel`` end a reply as they would a real model's.
 
     With a grammar, a scripted reply the grammar rejects raises: a real constrained decoder could
     not have produced it, so the test script is wrong. ``prompts``, ``grammars`` and
@@ -64,18 +66,38 @@ class ScriptedBackend:
         text = reply(prompt, grammar) if callable(reply) else reply
         if grammar is not None and not matches(grammar, text):
             raise UsageError(f"scripted reply {text!r} violates the grammar it was given")
-        finish = "stop"
-        if len(text) > max_tokens:
-            text, finish = text[:max_tokens], "length"
-        if cancel is not None or self.seconds_per_token:
-            for written in range(len(text)):
-                if cancel is not None and cancel():
-                    self.cancelled_at.append(written)
-                    raise GenerationCancelled("generation was cancelled")
-                time.sleep(self.seconds_per_token)
-        return Generation(
-            text=text, tokens=[ord(c) for c in text], finish_reason=finish, prompt_tokens=len(prompt.text)
-        )
+        steps = _Script(text, self.seconds_per_token)
+        try:
+            return decode(steps, prompt_tokens=len(prompt.text), max_tokens=max_tokens, stop=stop, cancel=cancel)
+        except GenerationCancelled:
+            self.cancelled_at.append(steps.written)
+            raise
 
     def tokenize(self, prompt: Prompt) -> list[int]:
         return [ord(c) for c in prompt.text]
+
+
+class _Script:
+    """A scripted reply as decode steps: one token per character, then the end."""
+
+    END = -1
+
+    def __init__(self, text: str, seconds_per_token: float) -> None:
+        self.reply, self.seconds_per_token, self.written = text, seconds_per_token, 0
+
+    def start(self) -> None:
+        pass
+
+    def pick(self, reply: list[int]) -> int:
+        self.written = len(reply)
+        return ord(self.reply[len(reply)]) if len(reply) < len(self.reply) else self.END
+
+    def advance(self, token: int) -> None:
+        if self.seconds_per_token:
+            time.sleep(self.seconds_per_token)
+
+    def is_end(self, token: int) -> bool:
+        return token == self.END
+
+    def text(self, tokens: list[int], *, final: bool) -> str:
+        return "".join(map(chr, tokens))

@@ -8,17 +8,17 @@ xgrammar, one regex for outlines_core), so no engine has a grammar of its own to
 from __future__ import annotations
 
 import inspect
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
-from .._errors import BackendNotInstalled, ContextLengthExceeded, GenerationCancelled, GrammarError, ModelError, UsageError
+from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
 from .._grammar import Grammar, GrammarNotRegular
 from .._prompt import Prompt
-from ._base import Generation, cut_at_stop
+from ._base import Generation
+from ._decode import decode, penalised
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend"]
 
@@ -247,55 +247,9 @@ class TransformersBackend:
             max_tokens = min(max_tokens, limit - len(prompt_ids))
         processor = self.engine.processor(grammar) if grammar is not None else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
-        ids = torch.tensor([prompt_ids], device=self.device)
-        out: list[int] = []
-        finish = "length"
-        text = ""
-        start = time.perf_counter()
-        first = start
-        past = None
-        step_input = ids
+        steps = _Steps(self, torch, prompt_ids, processor, generator, temperature, top_p, repeat_penalty)
         with torch.inference_mode():
-            while len(out) < max_tokens:
-                if cancel is not None and cancel():
-                    raise GenerationCancelled("generation was cancelled")
-                result = self.model(input_ids=step_input, **{self._cache_arg: past}, **self._step_kwargs)
-                past = getattr(result, self._cache_arg)
-                logits = result.logits[:, -1, :].float()
-                if repeat_penalty != 1.0 and out:
-                    # Only this reply's own tokens: copying values out of the prompt is not penalised.
-                    seen = torch.tensor(sorted(set(out)), device=logits.device)
-                    picked = logits[0, seen]
-                    logits[0, seen] = torch.where(picked > 0, picked / repeat_penalty, picked * repeat_penalty)
-                if processor is not None:
-                    logits = processor(ids, logits)
-                    self.engine.check(processor)
-                token = self._pick(torch, logits[0], temperature, top_p, generator)
-                if not out:
-                    first = time.perf_counter()
-                if token in self._eog:
-                    finish = "stop"
-                    break
-                out.append(token)
-                step_input = torch.tensor([[token]], device=self.device)
-                ids = torch.cat([ids, step_input], dim=1)
-                if stop:
-                    text = self.tokenizer.decode(out, skip_special_tokens=True)
-                    cut = cut_at_stop(text, stop)
-                    if cut is not None:
-                        text, finish = cut, "stop"
-                        break
-        end = time.perf_counter()
-        if finish != "stop" or not stop:
-            text = self.tokenizer.decode(out, skip_special_tokens=True)
-        return Generation(
-            text=text,
-            tokens=out,
-            finish_reason=finish,
-            prompt_tokens=len(prompt_ids),
-            prompt_seconds=first - start,
-            decode_seconds=end - first,
-        )
+            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel)
 
     @staticmethod
     def _pick(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
@@ -307,3 +261,46 @@ class TransformersBackend:
             keep = torch.cumsum(ordered, dim=0) - ordered < top_p
             probs = torch.zeros_like(probs).scatter(0, order[keep], ordered[keep])
         return int(torch.multinomial(probs, 1, generator=generator))
+
+
+class _Steps:
+    """Transformers' steps for the shared decode loop: one forward pass per token, with a KV cache."""
+
+    def __init__(self, backend: TransformersBackend, torch: Any, prompt_ids: list[int], processor: Any,
+                 generator: Any, temperature: float, top_p: float, repeat_penalty: float) -> None:
+        self.backend, self.torch, self.processor, self.generator = backend, torch, processor, generator
+        self.temperature, self.top_p, self.penalty = temperature, top_p, repeat_penalty
+        self.ids = torch.tensor([prompt_ids], device=backend.device)
+        self.past: Any = None
+        self.logits: Any = None
+
+    def _forward(self, input_ids: Any) -> None:
+        b = self.backend
+        result = b.model(input_ids=input_ids, **{b._cache_arg: self.past}, **b._step_kwargs)
+        self.past = getattr(result, b._cache_arg)
+        self.logits = result.logits[:, -1, :].float()
+
+    def start(self) -> None:
+        self._forward(self.ids)
+
+    def pick(self, reply: list[int]) -> int:
+        torch, logits = self.torch, self.logits
+        if self.penalty != 1.0 and reply:
+            seen = torch.tensor(penalised(reply), device=logits.device)
+            picked = logits[0, seen]
+            logits[0, seen] = torch.where(picked > 0, picked / self.penalty, picked * self.penalty)
+        if self.processor is not None:
+            logits = self.processor(self.ids, logits)
+            self.backend.engine.check(self.processor)
+        return self.backend._pick(torch, logits[0], self.temperature, self.top_p, self.generator)
+
+    def advance(self, token: int) -> None:
+        step = self.torch.tensor([[token]], device=self.backend.device)
+        self.ids = self.torch.cat([self.ids, step], dim=1)
+        self._forward(step)
+
+    def is_end(self, token: int) -> bool:
+        return token in self.backend._eog
+
+    def text(self, tokens: list[int], *, final: bool) -> str:
+        return str(self.backend.tokenizer.decode(tokens, skip_special_tokens=True))
