@@ -74,7 +74,7 @@ _parameters = st.dictionaries(_names, _schemas, min_size=0, max_size=4).flatmap(
        choice=st.sampled_from(["auto", "required", "named"]), rng=st.randoms(use_true_random=False))
 def test_strings_from_the_grammar_parse_to_calls_the_schema_accepts(
         family: str, parameters: dict[str, Any], other: dict[str, Any], choice: str, rng: random.Random) -> None:
-    tools = [{"type": "function", "function": {"name": n, "description": "", "parameters": p}}
+    tools: list[dict[str, Any]] = [{"type": "function", "function": {"name": n, "description": "", "parameters": p}}
              for n, p in (("first", parameters), ("second.tool", other))]
     tool_choice = "first" if choice == "named" else choice
     try:
