@@ -28,7 +28,7 @@
     └── MissingDependency (ImportError)    an optional package is missing; the message has the pip line
         └── BackendNotInstalled            ... one a backend needs
 
-The server answers each with its own status and ``code`` (``localtools._server``).
+The server answers each with its own status and ``code`` (``localtools.serve._app``).
 """
 
 from __future__ import annotations

@@ -332,9 +332,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str]) -> tuple[dict[tuple[str, str], Any], list[Any]]:
-    from ._bench import Mode
     from ._catalog import resolve_model
-    from ._peers import LlamaCppPythonPeer, NativePeer, OpenAIPeer, parse_peer
+    from .bench import LlamaCppPythonPeer, Mode, NativePeer, OpenAIPeer, parse_peer
 
     peers: list[Any] = []
     for spec in args.peer:
@@ -383,7 +382,7 @@ def _steps(label: str, total: int) -> Iterator[Callable[[str], None]]:
 
 
 def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any], modes: list[Any]) -> tuple[list[Any], list[Any]]:
-    from ._scenarios import SCENARIOS, run_scenario, summarize_scenarios
+    from .bench import SCENARIOS, run_scenario, summarize_scenarios
 
     auto = [m for m in modes if m.tool_choice == "auto"]
     results = []
@@ -400,15 +399,14 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from ._bench import Mode, run_bench, summarize, write_json
-    from ._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample
     from ._catalog import default_model
     from ._load import load
+    from .bench import CATEGORIES, Mode, bfcl_data_dir, load_cases, run_bench, sample, summarize, write_json
 
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
     if args.plot:
-        from ._plot import plot_summary, pyplot
+        from .bench._plot import plot_summary, pyplot
 
         pyplot()  # a missing matplotlib fails now, not after the run
     folder = args.data or bfcl_data_dir()
@@ -465,7 +463,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 def _cmd_serve(args: argparse.Namespace) -> int:
     from ._catalog import default_model
-    from ._server import ServerConfig, create_app, serve
+    from .serve import ServerConfig, create_app, serve
 
     name = args.name or Path(args.model or default_model()).name.removesuffix(".gguf")
     model = _load_model(args)

@@ -14,8 +14,8 @@ import pytest
 
 import localtools
 from localtools import Model, ScriptedBackend
-from localtools._bench import Mode, run_bench, summarize
-from localtools._bfcl import load_cases
+from localtools.bench._bfcl import load_cases
+from localtools.bench._runner import Mode, run_bench, summarize
 
 AREA = {"name": "area", "description": "Area of a square.", "parameters": {
     "type": "dict", "properties": {"side": {"type": "integer"}, "unit": {"type": "string"}}, "required": ["side"]}}
@@ -184,7 +184,7 @@ def test_openai_peer_without_a_server_is_an_error(tmp_path: Path, capsys: pytest
 @pytest.mark.parametrize("spec", ["openai:localhost:8080", "vllm", "llama-cpp"])
 def test_bad_peer_spec_is_named(spec: str) -> None:
     from localtools._errors import LocalToolsError
-    from localtools._peers import parse_peer
+    from localtools.bench._peers import parse_peer
 
     with pytest.raises(LocalToolsError, match=re.escape(f"--peer {spec!r}")):
         parse_peer(spec)

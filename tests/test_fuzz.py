@@ -23,7 +23,7 @@ from sampler import sample
 from localtools import Model, ScriptedBackend, UnsupportedSchema, families
 from localtools._constraints import build_grammar
 from localtools._grammar import matches
-from localtools._server import ServerConfig, create_app
+from localtools.serve._app import ServerConfig, create_app
 
 FUZZ = settings(derandomize=True, database=None, deadline=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

@@ -316,7 +316,7 @@ def test_each_cfg_engine_answers_or_calls_on_qwen(models: Models, engine: str) -
 
 
 def test_bench_small_real_run_on_smollm(tmp_path) -> None:
-    from localtools._bfcl import CATEGORIES
+    from localtools.bench._bfcl import CATEGORIES
     from localtools.cli import main
 
     require_backend("llama-cpp")
@@ -354,7 +354,7 @@ def test_doctor_reports_every_installed_backend_ok(capsys: pytest.CaptureFixture
 
 def test_native_peer_answers_with_the_models_own_template() -> None:
     from localtools._catalog import resolve_model
-    from localtools._peers import NativePeer, PeerError, calls_from_message
+    from localtools.bench._peers import NativePeer, PeerError, calls_from_message
 
     require_backend("llama-cpp")
     peer = NativePeer(resolve_model("qwen2.5-coder-0.5b")[0])

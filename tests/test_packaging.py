@@ -1,4 +1,5 @@
-"""The wheel carries templates/, grammars/ and the catalog, found without the source tree."""
+"""The wheel carries templates/, grammars/, the catalog and the serve and bench packages, found
+without the source tree."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ fams = localtools.families()
 assert set(fams) == {'mistral', 'llama3', 'gemma', 'qwen2.5', 'chatml'}, fams
 assert all(f.template_source() and f.grammar_source() for f in fams.values())
 assert next(iter(c.catalog())) == 'qwen2.5-coder-0.5b'
+import localtools.serve, localtools.bench
+assert all('target' in m.__file__ for m in (localtools.serve, localtools.bench))
 print('ok')
 """
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from localtools import Model, ScriptedBackend
-from localtools._peers import PeerReply
-from localtools._scenarios import SCENARIOS, run_scenario, summarize_scenarios
+from localtools.bench._peers import PeerReply
+from localtools.bench._scenarios import SCENARIOS, run_scenario, summarize_scenarios
 
 PLAN = next(s for s in SCENARIOS if s.name == "customer-plan")
 CALL = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'

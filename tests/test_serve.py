@@ -16,8 +16,8 @@ import httpx
 import pytest
 
 from localtools import ContextLengthExceeded, GrammarError, Model, ModelError, ScriptedBackend
-from localtools._openai_api import BadRequest, parse_request
-from localtools._server import ServerConfig, create_app, is_loopback
+from localtools.serve._app import ServerConfig, create_app, is_loopback
+from localtools.serve._openai import BadRequest, parse_request
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

@@ -25,7 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from ._errors import (
+from .._errors import (
     ContextLengthExceeded,
     GenerationCancelled,
     GenerationTruncated,
@@ -38,8 +38,8 @@ from ._errors import (
     ToolDefinitionError,
     UsageError,
 )
-from ._model import ChatResult, Model
-from ._openai_api import BadRequest, ChatRequest, completion_body, error_body, new_completion_id, parse_request, stream_chunks
+from .._model import ChatResult, Model
+from ._openai import BadRequest, ChatRequest, completion_body, error_body, new_completion_id, parse_request, stream_chunks
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 

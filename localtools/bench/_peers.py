@@ -13,10 +13,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from ._errors import LocalToolsError, MissingDependency, UsageError
-from ._parse import decode_arguments
+from .._errors import LocalToolsError, MissingDependency, UsageError
+from .._parse import decode_arguments
 
-__all__ = ["LlamaCppPythonPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerReply", "calls_from_message", "parse_peer"]
+__all__ = ["LlamaCppPythonPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerError", "PeerReply", "calls_from_message", "parse_peer"]
 
 
 class PeerError(LocalToolsError):
@@ -79,7 +79,7 @@ class LlamaCppPythonPeer:
 
     def __init__(self, path: str | Path, *, model: str | None = None, n_ctx: int = 4096, n_gpu_layers: int = 0,
                  n_threads: int | None = None) -> None:
-        from .backends.llama_cpp import _import, open_llama
+        from ..backends.llama_cpp import _import, open_llama
 
         self._llama_cpp = _import()
         self.model = model or Path(path).stem
@@ -135,9 +135,9 @@ class NativePeer:
     tool_choices: tuple[str, ...] = ("auto",)
 
     def __init__(self, path: str | Path, *, model: str | None = None, n_ctx: int = 4096, n_gpu_layers: int = 0) -> None:
-        from ._errors import TemplateError
-        from ._model import Model
-        from .backends.llama_cpp import LlamaCppBackend
+        from .._errors import TemplateError
+        from .._model import Model
+        from ..backends.llama_cpp import LlamaCppBackend
 
         self.model = model or Path(path).stem
         backend = LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
@@ -152,7 +152,7 @@ class NativePeer:
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, tool_choice: str,
              max_tokens: int) -> PeerReply:
-        from ._errors import GenerationTruncated, ToolCallParseError
+        from .._errors import GenerationTruncated, ToolCallParseError
 
         self._backend.drop_prompt_cache()  # every reply pays its own prompt, as the bench's own modes do
         start = time.perf_counter()

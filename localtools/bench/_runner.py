@@ -15,11 +15,11 @@ from typing import Any
 
 import jsonschema
 
+from .._errors import GenerationTruncated, ToolCallParseError, UsageError
+from .._model import Model
+from .._parse import disguised_calls
 from ._bfcl import Case
 from ._checker import check_calls
-from ._errors import GenerationTruncated, ToolCallParseError, UsageError
-from ._model import Model
-from ._parse import disguised_calls
 from ._peers import Peer, calls_from_message
 
 __all__ = ["CaseResult", "Mode", "run_bench", "summarize", "write_json"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ._errors import MissingDependency
+from .._errors import MissingDependency
 
 __all__ = ["plot_summary", "pyplot"]
 

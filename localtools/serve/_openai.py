@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._errors import LocalToolsError
-from ._model import ChatResult
-from ._parse import decode_arguments
-from ._schema import MAX_SCHEMA_DEPTH, spec_problems
+from .._errors import LocalToolsError
+from .._model import ChatResult
+from .._parse import decode_arguments
+from .._schema import MAX_SCHEMA_DEPTH, spec_problems
 
 __all__ = ["BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request", "stream_chunks"]
 

@@ -1,0 +1,35 @@
+"""``localtools bench``: every mode and peer on the same BFCL-format cases, scored by our own
+checker, plus the multi-turn scenarios (the ``bench`` extra)."""
+
+from ._bfcl import CATEGORIES, Case, bfcl_data_dir, load_cases, sample
+from ._checker import Verdict, check_calls
+from ._peers import LlamaCppPythonPeer, NativePeer, OpenAIPeer, Peer, PeerError, PeerReply, parse_peer
+from ._runner import CaseResult, Mode, run_bench, summarize, write_json
+from ._scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario, summarize_scenarios
+
+__all__ = [
+    "CATEGORIES",
+    "SCENARIOS",
+    "Case",
+    "CaseResult",
+    "LlamaCppPythonPeer",
+    "Mode",
+    "NativePeer",
+    "OpenAIPeer",
+    "Peer",
+    "PeerError",
+    "PeerReply",
+    "Scenario",
+    "ScenarioResult",
+    "Verdict",
+    "bfcl_data_dir",
+    "check_calls",
+    "load_cases",
+    "parse_peer",
+    "run_bench",
+    "run_scenario",
+    "sample",
+    "summarize",
+    "summarize_scenarios",
+    "write_json",
+]
