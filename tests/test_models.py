@@ -364,6 +364,6 @@ def test_native_peer_answers_with_the_models_own_template() -> None:
     assert calls_from_message(reply.message) == ([("get_customer", {"customer_id": "cust-1001"})], "")
     assert reply.prompt_tokens > 100 and reply.decode_seconds
     # The prompt is the GGUF template's alone: no hint of our family's.
-    assert not peer._chat.family.parallel_hint and not peer._chat.family.result_hint
+    assert not peer._model.family.parallel_hint and not peer._model.family.result_hint
     with pytest.raises(PeerError, match="own chat template ignores tools"):
         NativePeer(resolve_model("smollm2-135m")[0])

@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import LocalToolsError, MissingDependency, UsageError
+from .._model import Model
 from .._parse import decode_arguments
 
-__all__ = ["LlamaCppPythonPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerError", "PeerReply", "calls_from_message", "parse_peer"]
+__all__ = ["LlamaCppPythonPeer", "ModelPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerError", "PeerReply",
+           "calls_from_message", "parse_peer"]
 
 
 class PeerError(LocalToolsError):
@@ -34,6 +36,8 @@ class PeerReply:
     decode_seconds: float | None = None
     #: Why the peer gave no message for this case (an HTTP error, an exception in its handler).
     error: str = ""
+    #: The text the model wrote, where the peer sees it (our own modes, the native peer).
+    raw: str = ""
 
 
 class Peer(Protocol):
@@ -125,7 +129,37 @@ class LlamaCppPythonPeer:
         return reply
 
 
-class NativePeer:
+class ModelPeer:
+    """One of our own modes as a peer: a ``Model``, free or constrained, in process. The bench asks
+    every mode, ours and the others, through this one interface."""
+
+    tool_choices: tuple[str, ...] = ("auto", "required", "none")
+
+    def __init__(self, model: Model, *, constrained: bool, name: str | None = None) -> None:
+        self._model, self.constrained = model, constrained
+        self.name = name or model.backend.name
+        self.model = model.name
+
+    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, tool_choice: str,
+             max_tokens: int) -> PeerReply:
+        from .._errors import GenerationTruncated, ToolCallParseError
+
+        # Modes share a backend's prompt cache; each must pay for its own prompt for the times to compare.
+        drop = getattr(self._model.backend, "drop_prompt_cache", None)
+        if drop is not None:
+            drop()
+        start = time.perf_counter()
+        try:
+            reply = self._model.chat(messages, tools, tool_choice=tool_choice, constrained=self.constrained,
+                                     max_tokens=max_tokens)
+        except (ToolCallParseError, GenerationTruncated) as exc:
+            return PeerReply({"role": "assistant", "content": exc.raw}, time.perf_counter() - start,
+                             error=f"{type(exc).__name__}: {str(exc)[:200]}", raw=exc.raw)
+        return PeerReply(reply.message(), reply.latency, reply.prompt_tokens, reply.completion_tokens,
+                         reply.prompt_seconds, reply.decode_seconds, raw=reply.raw)
+
+
+class NativePeer(ModelPeer):
     """The model's own chat template (the one in its GGUF), free decoding on llama.cpp, and calls read
     by the tolerant parser (tags, fenced or bare JSON): what llama-server --jinja or llama-cpp-python
     give once their text is parsed generously. It is the bar constrained decoding must clear.
@@ -136,33 +170,18 @@ class NativePeer:
 
     def __init__(self, path: str | Path, *, model: str | None = None, n_ctx: int = 4096, n_gpu_layers: int = 0) -> None:
         from .._errors import TemplateError
-        from .._model import Model
         from ..backends.llama_cpp import LlamaCppBackend
 
-        self.model = model or Path(path).stem
+        name = model or Path(path).stem
         backend = LlamaCppBackend(path, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers)
         try:
             own = Model(backend, template="model")
         except TemplateError as exc:
-            raise PeerError(f"--peer native on {self.model}: {exc}") from None
+            raise PeerError(f"--peer native on {name}: {exc}") from None
         # The model's prompt exactly as its own template writes it: none of our family's hints.
         own.family = dataclasses.replace(own.family, parallel_hint="", result_hint="")
-        self._chat = own
-        self._backend = backend
-
-    def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, tool_choice: str,
-             max_tokens: int) -> PeerReply:
-        from .._errors import GenerationTruncated, ToolCallParseError
-
-        self._backend.drop_prompt_cache()  # every reply pays its own prompt, as the bench's own modes do
-        start = time.perf_counter()
-        try:
-            reply = self._chat.chat(messages, tools, tool_choice=tool_choice, constrained=False, max_tokens=max_tokens)
-        except (ToolCallParseError, GenerationTruncated) as exc:
-            return PeerReply({"role": "assistant", "content": exc.raw}, time.perf_counter() - start,
-                             error=f"{type(exc).__name__}: {str(exc)[:200]}")
-        return PeerReply(reply.message(), reply.latency, reply.prompt_tokens, reply.completion_tokens,
-                         reply.prompt_seconds, reply.decode_seconds)
+        super().__init__(own, constrained=False, name="native")
+        self.model = name
 
 
 class OpenAIPeer:

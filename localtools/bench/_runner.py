@@ -15,12 +15,12 @@ from typing import Any
 
 import jsonschema
 
-from .._errors import GenerationTruncated, ToolCallParseError, UsageError
+from .._errors import UsageError
 from .._model import Model
 from .._parse import disguised_calls
 from ._bfcl import Case
 from ._checker import check_calls
-from ._peers import Peer, calls_from_message
+from ._peers import ModelPeer, Peer, calls_from_message
 
 __all__ = ["CaseResult", "Mode", "run_bench", "summarize", "write_json"]
 
@@ -88,39 +88,20 @@ def _score(result: CaseResult, case: Case, problem: str, text: str) -> CaseResul
     return result
 
 
-def _run_peer(peer: Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
+def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
+    """One case on one mode. Our own modes are asked as peers too (``ModelPeer``): every mode is
+    scored on the message a client would get back."""
+    peer = ModelPeer(model, constrained=mode.constrained) if isinstance(model, Model) else model
     result = CaseResult(mode=mode.label, category=case.category, case_id=case.id, correct=False, valid=False)
     reply = peer.chat(case.messages, case.tools, tool_choice=mode.tool_choice, max_tokens=max_tokens)
     result.latency, result.prompt_tokens, result.completion_tokens = reply.latency, reply.prompt_tokens, reply.completion_tokens
     result.prompt_seconds, result.decode_seconds = reply.prompt_seconds, reply.decode_seconds
-    result.raw = json.dumps(reply.message, ensure_ascii=False) if reply.message else ""
+    result.raw = reply.raw or (json.dumps(reply.message, ensure_ascii=False) if reply.message else "")
     if reply.error:
         result.reason = reply.error
         return result
     result.calls, problem = calls_from_message(reply.message)
     return _score(result, case, problem, str(reply.message.get("content") or ""))
-
-
-def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
-    if not isinstance(model, Model):
-        return _run_peer(model, mode, case, max_tokens)
-    result = CaseResult(mode=mode.label, category=case.category, case_id=case.id, correct=False, valid=False)
-    # Modes share a backend's prompt cache; each must pay for its own prompt for the times to compare.
-    drop = getattr(model.backend, "drop_prompt_cache", None)
-    if drop is not None:
-        drop()
-    try:
-        reply = model.chat(case.messages, case.tools, tool_choice=mode.tool_choice, constrained=mode.constrained,
-                           max_tokens=max_tokens)
-    except (ToolCallParseError, GenerationTruncated) as exc:
-        result.reason, result.raw = f"{type(exc).__name__}: {str(exc)[:200]}", exc.raw
-        return result
-    result.raw = reply.raw
-    result.latency, result.prompt_tokens = reply.latency, reply.prompt_tokens
-    result.completion_tokens, result.prompt_seconds, result.decode_seconds = (
-        reply.completion_tokens, reply.prompt_seconds, reply.decode_seconds)
-    result.calls = [(c.name, c.arguments) for c in reply.tool_calls]
-    return _score(result, case, "", reply.content)
 
 
 def run_bench(
