@@ -42,8 +42,6 @@ class Family:
     id: str
     #: How GGUF metadata selects the family: "template:TEXT", "arch:NAME" or "name:TEXT" rules.
     match: tuple[str, ...]
-    #: The template's special tokens (message text is tokenized with them off).
-    special: tuple[str, ...]
     #: Strings that end generation.
     stop: tuple[str, ...]
     #: Other names the family answers to.
