@@ -17,9 +17,8 @@ import statistics
 import time
 
 from localtools import get_family
-from localtools._constraints import build_grammar
-from localtools._grammar import matches
 from localtools.examples import ALL
+from localtools.grammar import build_grammar, matches
 
 
 def main() -> None:

@@ -8,15 +8,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._constraints import build_grammar
 from ._errors import GenerationTruncated, TemplateError
 from ._families import Family, detect_family, get_family
-from ._grammar import Grammar
 from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
 from ._reply import ReplyFormat, reply_format
 from ._tools import Tool
 from .backends._base import Backend, cut_at_stop
+from .grammar import Grammar, build_grammar
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 

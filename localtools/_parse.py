@@ -254,7 +254,7 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
     calls, several calls, and text around them. Something that starts a call but does not parse
     raises ``ToolCallParseError`` with the raw text. Constrained output is read strictly: a call
     counts only in the family's syntax, which the grammar guarantees; ``call_openings`` (see
-    ``_constraints.call_openings``) says how a bare call opens under that grammar.
+    ``grammar.call_openings``) says how a bare call opens under that grammar.
     """
     raw = text
     text = _strip_stops(text, family)

@@ -8,11 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ._constraints import build_grammar, call_openings
 from ._errors import UsageError
 from ._families import Family
-from ._grammar import Grammar, Text, matches
 from ._parse import BARE_CALL_OPENING, ParsedReply, parse_reply
+from .grammar import Grammar, Text, build_grammar, call_openings, matches
 
 __all__ = ["ReplyFormat", "reply_format"]
 

@@ -10,7 +10,8 @@ import math
 import random
 import string
 
-from localtools._grammar import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, _class_items, _class_match
+from localtools.grammar import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text
+from localtools.grammar._chars import _class_items, _class_match
 
 # Characters tried first for a class: plain text, JSON's specials, and a few beyond ASCII.
 _ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \n\té中😀"

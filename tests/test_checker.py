@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from localtools import get_family
-from localtools._constraints import build_grammar
 from localtools.bench._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample, to_json_schema
 from localtools.bench._checker import check_calls, normalize_string
+from localtools.grammar import build_grammar
 
 AREA = {"area": {"base": [10], "height": [5], "unit": ["units", ""]}}
 SCHEMAS = {

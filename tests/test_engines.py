@@ -13,8 +13,7 @@ import pytest
 from test_grammar import CASES, CUSTOMER, call, one_tool
 
 from localtools import get_family
-from localtools._constraints import build_grammar
-from localtools._grammar import Grammar, GrammarNotRegular, matches
+from localtools.grammar import Grammar, GrammarNotRegular, build_grammar, matches
 
 llg = pytest.importorskip("llguidance")
 xgr = pytest.importorskip("xgrammar")

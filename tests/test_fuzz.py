@@ -21,8 +21,7 @@ from hypothesis import strategies as st
 from sampler import sample
 
 from localtools import Model, ScriptedBackend, UnsupportedSchema, families
-from localtools._constraints import build_grammar
-from localtools._grammar import matches
+from localtools.grammar import build_grammar, matches
 from localtools.serve._app import ServerConfig, create_app
 
 FUZZ = settings(derandomize=True, database=None, deadline=None,

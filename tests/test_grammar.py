@@ -5,9 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localtools import get_family
-from localtools._constraints import build_grammar
 from localtools._families import Family
-from localtools._grammar import Grammar, Text, matches, parse_gbnf
+from localtools.grammar import Grammar, Text, build_grammar, matches, parse_gbnf
 
 CUSTOMER = {
     "type": "function",

@@ -14,7 +14,7 @@ from toolsets import TOOLSETS
 
 import localtools
 from localtools import Agent, Model, Prompt, tool
-from localtools._grammar import Grammar
+from localtools.grammar import Grammar
 
 pytestmark = pytest.mark.model
 

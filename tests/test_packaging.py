@@ -16,8 +16,8 @@ fams = localtools.families()
 assert set(fams) == {'mistral', 'llama3', 'gemma', 'qwen2.5', 'chatml'}, fams
 assert all(f.template_source() and f.grammar_source() for f in fams.values())
 assert next(iter(c.catalog())) == 'qwen2.5-coder-0.5b'
-import localtools.serve, localtools.bench
-assert all('target' in m.__file__ for m in (localtools.serve, localtools.bench))
+import localtools.serve, localtools.bench, localtools.grammar
+assert all('target' in m.__file__ for m in (localtools.serve, localtools.bench, localtools.grammar))
 print('ok')
 """
 

@@ -23,8 +23,7 @@ def test_hermes_unclosed_final_tag_and_bare_json() -> None:
 
 @pytest.mark.parametrize("tolerant", [True, False])
 def test_a_closing_tag_inside_a_string_argument_does_not_end_the_call(tolerant: bool) -> None:
-    from localtools._constraints import build_grammar
-    from localtools._grammar import matches
+    from localtools.grammar import build_grammar, matches
 
     tool = {"type": "function", "function": {"name": "note", "parameters": {
         "type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}}}

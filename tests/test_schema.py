@@ -165,8 +165,7 @@ def test_decorator_options_and_async() -> None:
 
 def test_required_keys_without_a_schema_take_any_value() -> None:
     from localtools import get_family
-    from localtools._constraints import build_grammar
-    from localtools._grammar import matches
+    from localtools.grammar import build_grammar, matches
 
     params = {"type": "object", "properties": {"where": {"type": "string"}},
               "required": ["where", "population"]}

@@ -6,8 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .._grammar import Grammar
 from .._prompt import Prompt
+from ..grammar import Grammar
 
 __all__ = ["Backend", "Generation", "cut_at_stop"]
 

@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Literal, Protocol
 
 from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
-from .._grammar import Grammar
 from .._prompt import Prompt
+from ..grammar import Grammar
 from ._base import Generation
 from ._decode import PENALTY_WINDOW, decode, penalised
 

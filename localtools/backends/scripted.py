@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._errors import GenerationCancelled, UsageError
-from .._grammar import Grammar, matches
 from .._prompt import Prompt
+from ..grammar import Grammar, matches
 from ._base import Generation
 from ._decode import decode
 

@@ -15,8 +15,8 @@ from typing import Any, ClassVar
 
 from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
-from .._grammar import Grammar, GrammarNotRegular
 from .._prompt import Prompt
+from ..grammar import Grammar, GrammarNotRegular
 from ._base import Generation
 from ._decode import decode, penalised
 

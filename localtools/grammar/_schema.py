@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ._errors import UnsupportedSchema
-from ._grammar import Chars, Expr, Grammar, Lit, Ref, Repeat, alt, seq
+from .._errors import UnsupportedSchema
+from ._expr import Chars, Expr, Grammar, Lit, Ref, Repeat, alt, seq
 
 __all__ = ["LAYOUTS", "SchemaGrammar", "UnsupportedSchema", "layout_whitespace"]
 

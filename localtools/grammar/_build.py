@@ -6,10 +6,11 @@ import json
 from functools import lru_cache
 from typing import Any
 
-from ._errors import TemplateError, UnsupportedSchema, UsageError
-from ._families import Family
-from ._grammar import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, parse_gbnf, rewrite, seq
-from ._schema_grammar import SchemaGrammar, layout_whitespace
+from .._errors import TemplateError, UnsupportedSchema, UsageError
+from .._families import Family
+from ._expr import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, rewrite, seq
+from ._gbnf import parse_gbnf
+from ._schema import SchemaGrammar, layout_whitespace
 
 __all__ = ["build_grammar", "call_openings"]
 

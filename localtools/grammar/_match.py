@@ -1,0 +1,92 @@
+"""Whether a text is in a grammar's language: the scripted backend, the truncation check and the
+reply parser ask this."""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+
+from ._chars import _class_match
+from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text
+from ._text import text_ends
+
+__all__ = ["matches"]
+
+
+def matches(grammar: Grammar, text: str) -> bool:
+    """Whether ``text`` is in the language of ``grammar`` (a set-of-positions matcher).
+
+    The walk keeps its own stack (deep recursion would need the interpreter's recursion limit
+    raised, for every thread at once), and reads a ``Text`` node in one pass: spelled out as rules
+    it would cost time quadratic in the text's length.
+    """
+    rules = grammar.rules
+
+    def leaf(e: Expr, pos: int) -> frozenset[int] | None:
+        if isinstance(e, Text):
+            return text_ends(e, text, pos)
+        if isinstance(e, Lit):
+            return frozenset((pos + len(e.text),)) if text.startswith(e.text, pos) else frozenset()
+        if isinstance(e, Chars):
+            return frozenset((pos + 1,)) if pos < len(text) and _class_match(e.body, text[pos]) else frozenset()
+        if isinstance(e, Any_):
+            return frozenset((pos + 1,)) if pos < len(text) else frozenset()
+        return None
+
+    memo: dict[tuple[int, int], frozenset[int]] = {}
+    stack: list[tuple[tuple[int, int], Generator[tuple[Expr, int], frozenset[int], set[int]]]] = []
+    start = rules[grammar.root]
+    value = leaf(start, 0)
+    if value is None:
+        memo[(id(start), 0)] = frozenset()  # an entry while in progress guards against left recursion
+        stack.append(((id(start), 0), _ends(start, 0, rules)))
+    while stack:
+        key, walk = stack[-1]
+        try:
+            sub, pos = walk.send(value) if value is not None else next(walk)
+        except StopIteration as done:
+            value = memo[key] = frozenset(done.value)
+            stack.pop()
+            continue
+        value = leaf(sub, pos)
+        if value is not None:
+            continue
+        sub_key = (id(sub), pos)
+        if sub_key in memo:
+            value = memo[sub_key]
+            continue
+        memo[sub_key] = frozenset()
+        stack.append((sub_key, _ends(sub, pos, rules)))
+    assert value is not None
+    return len(text) in value
+
+def _ends(e: Expr, pos: int, rules: dict[str, Expr]) -> Generator[tuple[Expr, int], frozenset[int], set[int]]:
+    """The end positions of ``e`` matched from ``pos``; asks ``matches`` for each part's ends."""
+    if isinstance(e, Ref):
+        return set((yield rules[e.name], pos))
+    if isinstance(e, Seq):
+        current = {pos}
+        for item in e.items:
+            after: set[int] = set()
+            for p in current:
+                after |= yield item, p
+            current = after
+            if not current:
+                break
+        return current
+    if isinstance(e, Alt):
+        out: set[int] = set()
+        for option in e.options:
+            out |= yield option, pos
+        return out
+    if isinstance(e, Repeat):
+        out, current, count = ({pos} if e.min == 0 else set()), {pos}, 0
+        while current and (e.max is None or count < e.max):
+            after = set()
+            for p in current:
+                after |= yield e.item, p
+            current = after - current
+            count += 1
+            if count >= e.min:
+                out |= current
+        return out
+    raise TypeError(f"cannot match {e!r}; lower the grammar first")

@@ -1,0 +1,154 @@
+"""A ``Grammar`` for each mask engine: GBNF (llama.cpp, xgrammar), Lark (llguidance) or one
+regular expression (outlines_core, when nothing recurses)."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from .._errors import GrammarNotRegular
+from ._chars import _regex_char, _regex_class
+from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, rewrite
+from ._text import text_terminal
+
+__all__ = ["to_gbnf", "to_lark", "to_regex"]
+
+
+def to_gbnf(grammar: Grammar) -> str:
+    """llama.cpp's GBNF, reachable rules only, root first."""
+    g = grammar.lowered()
+    return "\n".join(f"{name} ::= {_gbnf(g.rules[name], top=True)}" for name in g.reachable()) + "\n"
+
+
+def to_lark(grammar: Grammar) -> str:
+    """Lark as llguidance reads it (see ``Grammar.to_lark``)."""
+    g = _text_last(grammar)
+    names = g.reachable()
+    safe: dict[str, str] = {}
+    for name in names:
+        base = "r_" + re.sub(r"[^a-z0-9_]", "_", name.lower())
+        candidate, i = base, 1
+        while candidate in safe.values():
+            i += 1
+            candidate = f"{base}_{i}"
+        safe[name] = candidate
+    terminals: dict[Text, str] = {}
+    lines = [f"start: {safe[g.root]}"]
+    lines += [f"{safe[name]}: {_lark(g.rules[name], safe, terminals, top=True)}" for name in names]
+    lines += [f"{name}: {text_terminal(text)}" for text, name in terminals.items()]
+    return "\n".join(lines) + "\n"
+
+def _text_last(grammar: Grammar) -> Grammar:
+    texts = {n for n, e in grammar.rules.items() if isinstance(e, Text)}
+
+    def cut(e: Expr) -> Expr | None:
+        if isinstance(e, Seq):
+            first = e.items[0]
+            if isinstance(first, Text) or (isinstance(first, Ref) and first.name in texts):
+                return first
+        return None
+
+    return Grammar({n: rewrite(e, cut) for n, e in grammar.rules.items()}, grammar.root)
+
+def to_regex(grammar: Grammar) -> str:
+    """One regular expression (Rust ``regex`` syntax) for the whole language; ``GrammarNotRegular``
+    when a rule refers to itself."""
+    g = grammar.lowered()
+    return _regex(Ref(g.root), g.rules, ())
+
+def _gbnf_string(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch == '"':
+            out.append('\\"')
+        elif ch == "\\":
+            out.append("\\\\")
+        elif ch == "\n":
+            out.append("\\n")
+        elif ch == "\r":
+            out.append("\\r")
+        elif ch == "\t":
+            out.append("\\t")
+        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
+
+
+def _gbnf(e: Expr, top: bool = False) -> str:
+    if isinstance(e, Lit):
+        return _gbnf_string(e.text)
+    if isinstance(e, Ref):
+        return e.name
+    if isinstance(e, Chars):
+        return f"[{e.body}]"
+    if isinstance(e, Any_):
+        return "."
+    if isinstance(e, Seq):
+        body = " ".join(_gbnf(it) for it in e.items)
+        return body if top else f"({body})"
+    if isinstance(e, Alt):
+        body = " | ".join(_gbnf(it, top=True) for it in e.options)
+        return body if top else f"({body})"
+    if isinstance(e, Repeat):
+        inner = _gbnf(e.item)
+        if (e.min, e.max) == (0, None):
+            return inner + "*"
+        if (e.min, e.max) == (1, None):
+            return inner + "+"
+        if (e.min, e.max) == (0, 1):
+            return inner + "?"
+        upper = "" if e.max is None else str(e.max)
+        return f"{inner}{{{e.min},{upper}}}"
+    raise TypeError(e)
+
+def _regex_repeat(inner: str, lo: int, hi: int | None) -> str:
+    if (lo, hi) == (0, None):
+        return inner + "*"
+    if (lo, hi) == (1, None):
+        return inner + "+"
+    if (lo, hi) == (0, 1):
+        return inner + "?"
+    return f"{inner}{{{lo},{'' if hi is None else hi}}}"
+
+def _lark(e: Expr, names: dict[str, str], terminals: dict[Text, str], top: bool = False) -> str:
+    if isinstance(e, Text):
+        return terminals.setdefault(e, f"TEXT_{len(terminals) + 1}")
+    if isinstance(e, Lit):
+        return json.dumps(e.text, ensure_ascii=False) if e.text else '""'
+    if isinstance(e, Ref):
+        return names[e.name]
+    if isinstance(e, Chars):
+        return f"/{_regex_class(e.body)}/"
+    if isinstance(e, Any_):
+        return "/(?s:.)/"
+    if isinstance(e, Seq):
+        body = " ".join(_lark(it, names, terminals) for it in e.items)
+        return body if top else f"({body})"
+    if isinstance(e, Alt):
+        body = " | ".join(_lark(it, names, terminals, top=True) for it in e.options)
+        return body if top else f"({body})"
+    if isinstance(e, Repeat):
+        return _regex_repeat(f"({_lark(e.item, names, terminals, top=True)})", e.min, e.max)
+    raise TypeError(e)
+
+
+def _regex(e: Expr, rules: dict[str, Expr], stack: tuple[str, ...]) -> str:
+    if isinstance(e, Lit):
+        return "".join(_regex_char(ch) for ch in e.text)
+    if isinstance(e, Ref):
+        if e.name in stack:
+            raise GrammarNotRegular(f"rule {e.name!r} refers to itself ({' -> '.join((*stack, e.name))})")
+        return f"(?:{_regex(rules[e.name], rules, (*stack, e.name))})"
+    if isinstance(e, Chars):
+        return _regex_class(e.body)
+    if isinstance(e, Any_):
+        return "(?s:.)"
+    if isinstance(e, Seq):
+        return "".join(_regex(it, rules, stack) for it in e.items)
+    if isinstance(e, Alt):
+        return "(?:" + "|".join(_regex(it, rules, stack) for it in e.options) + ")"
+    if isinstance(e, Repeat):
+        return _regex_repeat(f"(?:{_regex(e.item, rules, stack)})", e.min, e.max)
+    raise TypeError(e)
