@@ -17,30 +17,31 @@ from localtools.grammar._chars import _class_items, _class_match
 _ALPHABET = string.ascii_letters + string.digits + string.punctuation + " \n\té中😀"
 
 
+def _size(e: Expr, shortest: dict[str, float]) -> float:
+    """The length of the shortest string ``e`` derives, given each rule's in ``shortest``."""
+    if isinstance(e, Lit):
+        return len(e.text)
+    if isinstance(e, Chars | Any_):
+        return 1
+    if isinstance(e, Ref):
+        return shortest[e.name]
+    if isinstance(e, Seq):
+        return sum(_size(i, shortest) for i in e.items)
+    if isinstance(e, Alt):
+        return min(_size(o, shortest) for o in e.options)
+    if isinstance(e, Repeat):
+        return 0 if e.min == 0 else e.min * _size(e.item, shortest)
+    raise TypeError(f"lower the grammar first: {e!r}")
+
+
 def _shortest(grammar: Grammar) -> dict[str, float]:
     """The length of the shortest string each rule derives (a fixpoint over the rules)."""
     best = {name: math.inf for name in grammar.rules}
-
-    def size(e: Expr) -> float:
-        if isinstance(e, Lit):
-            return len(e.text)
-        if isinstance(e, Chars | Any_):
-            return 1
-        if isinstance(e, Ref):
-            return best[e.name]
-        if isinstance(e, Seq):
-            return sum(size(i) for i in e.items)
-        if isinstance(e, Alt):
-            return min(size(o) for o in e.options)
-        if isinstance(e, Repeat):
-            return 0 if e.min == 0 else e.min * size(e.item)
-        raise TypeError(f"lower the grammar first: {e!r}")
-
     changed = True
     while changed:
         changed = False
         for name, e in grammar.rules.items():
-            n = size(e)
+            n = _size(e, best)
             if n < best[name]:
                 best[name], changed = n, True
     return best
@@ -68,17 +69,7 @@ def sample(grammar: Grammar, rng: random.Random, *, max_depth: int = 10, max_rep
     out: list[str] = []
 
     def size(e: Expr) -> float:
-        if isinstance(e, Ref):
-            return shortest[e.name]
-        if isinstance(e, Lit):
-            return len(e.text)
-        if isinstance(e, Seq):
-            return sum(size(i) for i in e.items)
-        if isinstance(e, Alt):
-            return min(size(o) for o in e.options)
-        if isinstance(e, Repeat):
-            return 0 if e.min == 0 else e.min * size(e.item)
-        return 1
+        return _size(e, shortest)
 
     def walk(e: Expr, depth: int) -> None:
         if isinstance(e, Lit):
