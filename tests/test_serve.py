@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from localtools import ContextLengthExceeded, GrammarError, Model, ModelError, ScriptedBackend
-from localtools.serve._app import ServerConfig, create_app, is_loopback
+from localtools.serve._app import ServerConfig, create_app, is_loopback, serve
 from localtools.serve._openai import BadRequest, parse_request
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.", "parameters": {
@@ -339,3 +339,14 @@ def test_a_client_that_hangs_up_stops_its_generation() -> None:
     finally:
         server.should_exit = True
         thread.join(10)
+
+
+@pytest.mark.parametrize(("host", "key", "warned"), [("0.0.0.0", None, True), ("0.0.0.0", "k", False),
+                                                     ("127.0.0.1", None, False)])
+def test_binding_beyond_the_loopback_without_a_key_warns(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+                                                         host: str, key: str | None, warned: bool) -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    monkeypatch.setattr(uvicorn.Server, "run", lambda self: None)  # no socket is opened
+    with caplog.at_level("WARNING", logger="localtools.serve"):
+        serve(Model(ScriptedBackend([]), family="qwen2.5"), ServerConfig(model_name="m", api_key=key), host=host, port=0)
+    assert ("without an API key" in caplog.text) == warned
