@@ -65,7 +65,8 @@ def spec_problems(function: dict[str, Any]) -> list[tuple[str, str]]:
         if params.get("type", "object") != "object":
             problems.append(("parameters", f"'parameters' must have type 'object', not {params.get('type')!r}"))
         try:
-            jsonschema.Draft202012Validator.check_schema(params)
+            # The draft the schema names in "$schema" (2020-12 when it names none).
+            jsonschema.validators.validator_for(params, default=jsonschema.Draft202012Validator).check_schema(params)
         except jsonschema.SchemaError as exc:
             problems.append(("parameters", f"'parameters' is not a valid JSON Schema: {exc.message}"))
     return problems

@@ -158,7 +158,7 @@ class Tool:
             fn=fn,
             tags=_tags(tags, destructive),
             timeout=timeout,
-            _validator=jsonschema.Draft202012Validator(params),
+            _validator=jsonschema.validators.validator_for(params, default=jsonschema.Draft202012Validator)(params),
         )
 
     # -- use ------------------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -277,3 +279,20 @@ def test_matcher_keeps_its_own_stack() -> None:
     worker.start()
     worker.join()
     assert seen == [True, False] and sys.getrecursionlimit() == limit
+
+
+@pytest.mark.parametrize("name", ["sep", "-", ".", "call", "text", "calls-open", "root"])
+def test_a_tool_name_never_takes_a_fixed_rule_name(name: str) -> None:
+    tools = [{"type": "function", "function": {"name": name, "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}}}]
+    for choice in ("auto", "required"):
+        grammar = build_grammar(get_family("qwen2.5"), tools, choice)
+        call = '<tool_call>\n{"name": ' + json.dumps(name) + ', "arguments": {"a": 1}}\n</tool_call>'
+        assert matches(grammar, call)
+        assert not matches(grammar, "<tool_call>\n\n\n</tool_call>")
+
+
+def test_text_never_opens_with_whitespace_a_marker_starts_with() -> None:
+    grammar = Grammar({"root": Text((" <call>",))})
+    for g in (grammar, grammar.lowered()):
+        assert not matches(g, " hi") and matches(g, "hi there") and not matches(g, "hi <call>")

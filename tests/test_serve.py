@@ -169,6 +169,11 @@ BAD_REQUESTS = [
     ("body nested 2,000 levels deep", {"messages": USER, "metadata": DEEP_LIST}, None),
     ("body nested past the limit", {"messages": USER, "metadata": _nested(100, 0, lambda inner: [inner])},
      "metadata" + "[0]" * 48),
+    ("integer past the digit limit", b'{"messages": [{"role": "user", "content": "hi"}], "seed": ' + b"1" * 5000 + b"}",
+     None),
+    ("seed out of range", {"messages": USER, "seed": 2**64}, "seed"),
+    ("tool_calls not a list", {"messages": [*USER, {"role": "assistant", "content": "x", "tool_calls": 5}]},
+     "messages[1].tool_calls"),
     ("history arguments 2,000 levels deep", {"messages": [*USER, {"role": "assistant", "content": None, "tool_calls": [
         {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "[" * 2000 + "]" * 2000}}]}]},
      "messages[1].tool_calls[0].function.arguments"),
@@ -350,3 +355,24 @@ def test_binding_beyond_the_loopback_without_a_key_warns(monkeypatch: pytest.Mon
     with caplog.at_level("WARNING", logger="localtools.serve"):
         serve(Model(ScriptedBackend([]), family="qwen2.5"), ServerConfig(model_name="m", api_key=key), host=host, port=0)
     assert ("without an API key" in caplog.text) == warned
+
+
+def test_a_draft_04_schema_is_read_as_draft_04() -> None:
+    """The server and Tool.from_schema check a schema by the draft its "$schema" names."""
+    app, _ = app_with(['<tool_call>\n{"name": "f", "arguments": {"n": 3}}\n</tool_call>'])
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "$schema": "http://json-schema.org/draft-04/schema#", "type": "object",
+        "properties": {"n": {"type": "integer", "minimum": 0, "exclusiveMinimum": True}}, "required": ["n"]}}}
+    res = post(app, {"messages": USER, "tools": [tool], "tool_choice": "required"})
+    assert res.status_code == 200, res.text
+
+
+def test_a_non_ascii_api_key_matches() -> None:
+    app, _ = app_with(["ok"], api_key="clé-secrète")
+
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://test") as client:
+            return await client.post("/v1/chat/completions", json={"messages": USER},
+                                     headers={b"authorization": "Bearer clé-secrète".encode()})
+
+    assert asyncio.run(go()).status_code == 200

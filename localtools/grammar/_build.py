@@ -35,7 +35,9 @@ def build_grammar(
     ``tools`` are OpenAI-style specs. Under "auto" the reply is either plain text (which never
     contains the family's call marker) or calls; once a call starts, it is fully constrained.
     """
-    g = Grammar()
+    # Rules added under fixed names once the tools' rules exist: no tool's rule may take one.
+    g = Grammar(reserved=frozenset({"root", "text", "calls", "call", "marked-call", "list-sep",
+                                    *_family_grammar(family).rules}))
     if tool_choice not in ("auto", "required", "none"):
         chosen = [t for t in tools if t["function"]["name"] == tool_choice]
         if not chosen:

@@ -147,6 +147,8 @@ class Grammar:
 
     rules: dict[str, Expr] = field(default_factory=dict)
     root: str = "root"
+    #: Names ``unique_name`` never gives: rules added later under fixed names.
+    reserved: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
 
     def add(self, name: str, expr: Expr) -> Ref:
         self.rules[name] = expr
@@ -155,7 +157,7 @@ class Grammar:
     def unique_name(self, base: str) -> str:
         base = re.sub(r"[^a-zA-Z0-9-]+", "-", base).strip("-").lower() or "r"
         name, i = base, 1
-        while name in self.rules:
+        while name in self.rules or name in self.reserved:
             i += 1
             name = f"{base}-{i}"
         return name

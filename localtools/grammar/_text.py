@@ -35,6 +35,8 @@ class _Markers:
         prefixes = {m[:i] for m in self.markers for i in range(len(m))} | {""}
         self.states = sorted(prefixes, key=lambda p: (len(p), p))
         self.chars = sorted({ch for m in self.markers for ch in m})
+        #: Each state's rule name, given when the rules are added (unique within their grammar).
+        self.names: dict[str, str] = {}
 
     def step(self, state: str, ch: str) -> str | None:
         s = state + ch
@@ -45,13 +47,13 @@ class _Markers:
         return s
 
     def rule(self, state: str) -> str:
-        return f"text-{self.states.index(state)}"
+        return self.names[state]
 
 
 def _text_edges(auto: _Markers, state: str, exclude: set[str], extra_class: str = "") -> list[Expr]:
     """Moves out of ``state`` on every character but ``exclude`` (and ``extra_class``)."""
     special = sorted({ch for ch in auto.chars if auto.step(state, ch) != ""} - exclude)
-    options: list[Expr] = [seq(Chars("^" + _class_escape("".join(sorted(set(special) | exclude))) + extra_class), Ref("text-0"))]
+    options: list[Expr] = [seq(Chars("^" + _class_escape("".join(sorted(set(special) | exclude))) + extra_class), Ref(auto.rule("")))]
     for ch in special:
         nxt = auto.step(state, ch)
         if nxt is not None:  # None would complete a marker
@@ -65,6 +67,8 @@ def expand_text(g: Grammar, text: Text) -> Expr:
     # Openings that begin like no text can (whitespace, a control character, a backtick) are
     # barred already; a trie branch for them would let text open so after all.
     avoid = tuple(a for a in text.avoid if a and a[0] > " " and a[0] != "`")
+    for i, state in enumerate(auto.states):  # names first: every state's rule refers to others
+        auto.names[state] = g.add(g.unique_name(f"text-{i}"), Lit("")).name
     for state in auto.states:
         g.add(auto.rule(state), Repeat(alt(*_text_edges(auto, state, set())), 0, 1))
     # A trie over the openings to avoid, tracking the markers' state as it goes: leaving it
@@ -89,7 +93,8 @@ def expand_text(g: Grammar, text: Text) -> Expr:
         return out
 
     openers = sorted({a[0] for a in avoid})
-    first = _text_edges(auto, "", {*openers, "`"}, "\\x00-\\x20")
+    # No text opens with whitespace or a control character, even one a marker starts with.
+    first = _text_edges(auto, "", {*openers, "`", *(c for c in auto.chars if c <= " ")}, "\\x00-\\x20")
     return alt(*first, *branches("", "", openers))
 
 def text_ends(node: Text, text: str, pos: int) -> frozenset[int]:

@@ -182,7 +182,9 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             return None
         given = http.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
-        if scheme.lower() == "bearer" and secrets.compare_digest(token.strip().encode(), config.api_key.encode()):
+        # Header values arrive decoded as latin-1: back to the bytes sent, to compare with the key's UTF-8.
+        sent = token.strip().encode("latin-1", errors="replace")
+        if scheme.lower() == "bearer" and secrets.compare_digest(sent, config.api_key.encode("utf-8")):
             return None
         what = "no API key was sent" if not given else "the API key is wrong"
         return error(401, f"{what}: send 'Authorization: Bearer <key>' (the key given to serve --api-key)",
@@ -216,7 +218,7 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             return raw
         try:
             body = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's digit limit
             return error(400, f"the request body is not JSON: {exc}")
         except RecursionError:
             return error(400, "the request body nests arrays and objects too deeply to read", code="too_deep")
@@ -247,6 +249,9 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             kind = "server_error" if status >= 500 else "invalid_request_error"
             return error(status, str(exc), kind=kind, code=code)
         finally:
+            # However this ends (this handler cancelled at shutdown, say), nothing may go on
+            # generating for it.
+            cancel.set()
             watcher.cancel()
         completion_id = new_completion_id()
         if not request.stream:

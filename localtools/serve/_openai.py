@@ -92,6 +92,9 @@ def _messages(raw: Any) -> list[dict[str, Any]]:
         elif role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": content}
             calls = msg.get("tool_calls")
+            if calls is not None and not isinstance(calls, list):
+                raise BadRequest(f"{where}.tool_calls must be a list of calls, got {type(calls).__name__}",
+                                 f"{where}.tool_calls")
             if calls:
                 entry["tool_calls"] = [_history_call(c, f"{where}.tool_calls[{j}]", open_calls) for j, c in enumerate(calls)]
             out.append(entry)
@@ -226,8 +229,8 @@ def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperat
     if not isinstance(stops, list) or len(stops) > 4 or not all(isinstance(s, str) and s for s in stops):
         raise BadRequest("'stop' must be a string or a list of up to 4 non-empty strings", "stop")
     seed = body.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise BadRequest(f"'seed' must be an integer, got {seed!r}", "seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or not -(2**63) <= seed < 2**64):
+        raise BadRequest(f"'seed' must be an integer from -2**63 to 2**64 - 1, got {seed!r}", "seed")
     parallel = body.get("parallel_tool_calls", True)
     stream = body.get("stream", False)
     if not isinstance(parallel, bool) or not isinstance(stream, bool):
