@@ -94,7 +94,8 @@ def expand_text(g: Grammar, text: Text) -> Expr:
 
     openers = sorted({a[0] for a in avoid})
     # No text opens with whitespace or a control character, even one a marker starts with.
-    first = _text_edges(auto, "", {*openers, "`", *(c for c in auto.chars if c <= " ")}, "\\x00-\\x20")
+    opening_space = {c for c in auto.chars if c <= " " and auto.step("", c) != ""}
+    first = _text_edges(auto, "", {*openers, "`", *opening_space}, "\\x00-\\x20")
     return alt(*first, *branches("", "", openers))
 
 def text_ends(node: Text, text: str, pos: int) -> frozenset[int]:
