@@ -28,7 +28,7 @@ from ._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ._families import Family, families, get_family
+from ._families import Family, families, get_family, register_family
 from ._load import BACKENDS, load
 from ._model import ChatResult, Model
 from ._parse import ToolCall, parse_reply
@@ -84,5 +84,6 @@ __all__ = [
     "load",
     "parse_reply",
     "pull",
+    "register_family",
     "tool",
 ]

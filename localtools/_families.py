@@ -1,16 +1,26 @@
-"""Model families: one record each in ``templates/families.toml``, picked from GGUF metadata."""
+"""Model families: one record each in ``templates/families.toml``, picked from GGUF metadata.
+
+Users add families without forking: a directory with its own ``families.toml`` (template and
+grammar files beside it) named in ``$LOCALTOOLS_FAMILIES``, or ``register_family`` in process.
+Their families come first, so their ``match`` rules and names win over the built-in ones.
+"""
 
 from __future__ import annotations
 
+import os
 import tomllib
 from dataclasses import dataclass
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 from ._errors import TemplateError
 from ._resources import read_text
 
-__all__ = ["CALL_STYLES", "Family", "detect_family", "families", "get_family"]
+__all__ = ["CALL_STYLES", "FAMILIES_ENV", "Family", "detect_family", "families", "get_family", "register_family"]
+
+#: Directories of user families (``os.pathsep``-separated), each with a ``families.toml``.
+FAMILIES_ENV = "LOCALTOOLS_FAMILIES"
 
 #: How calls are spelled, for the parser (``Family.call_style``).
 CALL_STYLES = ("tagged", "marker", "bare")
@@ -64,12 +74,23 @@ class Family:
     #: Strings the family's models write that are no part of a reply (Llama 3's ``<|python_tag|>``),
     #: removed before it is read.
     strip: tuple[str, ...]
+    #: Where ``template`` and ``grammar`` are, for a user family ("": the package's own files).
+    directory: str = ""
 
     def template_source(self) -> str:
-        return read_text("templates", self.template)
+        return self._read("templates", self.template)
 
     def grammar_source(self) -> str:
-        return read_text("grammars", self.grammar)
+        return self._read("grammars", self.grammar)
+
+    def _read(self, package: str, name: str) -> str:
+        if not self.directory:
+            return read_text(package, name)
+        path = Path(self.directory) / name
+        try:
+            return path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TemplateError(f"family {self.name!r}: cannot read {path}: {exc.strerror}") from None
 
     def matches(self, metadata: dict[str, Any]) -> bool:
         arch = str(metadata.get("general.architecture", "")).lower()
@@ -84,27 +105,73 @@ class Family:
         return False
 
 
-_FIELDS = {f for f in Family.__dataclass_fields__ if f != "name"}
+_FIELDS = {f for f in Family.__dataclass_fields__ if f not in ("name", "directory")}
+_registered: dict[str, Family] = {}
+
+
+def _family(name: str, rec: dict[str, Any], where: str, directory: str = "") -> Family:
+    missing = _FIELDS - set(rec)
+    unknown = set(rec) - _FIELDS
+    if missing or unknown:
+        raise TemplateError(f"family {name!r} in {where}: missing {sorted(missing)}; unknown {sorted(unknown)}")
+    if rec["call_style"] not in CALL_STYLES:
+        raise TemplateError(f"family {name!r} in {where}: call_style {rec['call_style']!r} is not one of "
+                            f"{', '.join(CALL_STYLES)}")
+    values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
+    return Family(name=name, directory=directory, **values)
+
+
+def _table(text: str, where: str, directory: str = "") -> dict[str, Family]:
+    try:
+        table = tomllib.loads(text).get("families", {})
+    except tomllib.TOMLDecodeError as exc:
+        raise TemplateError(f"{where} is not valid TOML: {exc}") from None
+    return {name: _family(name, rec, where, directory) for name, rec in table.items()}
 
 
 @cache
-def families() -> dict[str, Family]:
-    """Every family in table order."""
-    table = tomllib.loads(read_text("templates", "families.toml")).get("families", {})
+def _builtin() -> dict[str, Family]:
+    return _table(read_text("templates", "families.toml"), "families.toml")
+
+
+def _from_env() -> dict[str, Family]:
     out: dict[str, Family] = {}
-    for name, rec in table.items():
-        missing = _FIELDS - set(rec)
-        unknown = set(rec) - _FIELDS
-        if missing or unknown:
-            raise TemplateError(
-                f"family {name!r} in families.toml: missing {sorted(missing)}; unknown {sorted(unknown)}"
-            )
-        if rec["call_style"] not in CALL_STYLES:
-            raise TemplateError(f"family {name!r} in families.toml: call_style {rec['call_style']!r} is not one of "
-                                f"{', '.join(CALL_STYLES)}")
-        values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
-        out[name] = Family(name=name, **values)
+    for folder in filter(None, os.environ.get(FAMILIES_ENV, "").split(os.pathsep)):
+        path = Path(folder).expanduser() / "families.toml"
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise TemplateError(f"${FAMILIES_ENV} names {folder}, but {path} cannot be read: {exc.strerror}") from None
+        out.update({n: f for n, f in _table(text, str(path), str(path.parent)).items() if n not in out})
     return out
+
+
+def families() -> dict[str, Family]:
+    """Every family: registered ones first, then those in ``$LOCALTOOLS_FAMILIES``, then the built-in ones."""
+    out = dict(_registered)
+    for table in (_from_env(), _builtin()):
+        out.update({n: f for n, f in table.items() if n not in out})
+    return out
+
+
+def register_family(name: str, *, template: str | Path, grammar: str | Path, **record: Any) -> Family:
+    """Adds a family for this process, its template and grammar read from the given files; the
+    other fields are those of a ``families.toml`` record. It comes before every other family."""
+    paths = {"template": Path(template).expanduser().resolve(), "grammar": Path(grammar).expanduser().resolve()}
+    if paths["template"].parent != paths["grammar"].parent:
+        raise TemplateError(f"family {name!r}: keep the template and the grammar in one directory "
+                            f"(got {paths['template'].parent} and {paths['grammar'].parent})")
+    for kind, path in paths.items():
+        if not path.is_file():
+            raise TemplateError(f"family {name!r}: no {kind} file at {path}")
+    family = _family(name, {**record, "template": paths["template"].name, "grammar": paths["grammar"].name},
+                     "register_family", str(paths["template"].parent))
+    from .grammar._build import _family_grammar  # the grammar package reads families: imported late
+
+    family.template_source()
+    _family_grammar(family)  # a grammar file that does not parse or lacks a rule fails here, not mid-request
+    _registered[name] = family
+    return family
 
 
 def get_family(name: str) -> Family:

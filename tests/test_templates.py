@@ -121,4 +121,4 @@ def test_the_readmes_family_record_is_a_valid_record() -> None:
     line = re.search(r"^\s*(myfamily = \{.*\})$", readme, re.MULTILINE)
     assert line, "README: the example families.toml line is missing"
     record = tomllib.loads(line.group(1))["myfamily"]
-    assert set(record) == set(Family.__dataclass_fields__) - {"name"}
+    assert set(record) == set(Family.__dataclass_fields__) - {"name", "directory"}
