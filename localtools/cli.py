@@ -115,7 +115,17 @@ def _build_parser() -> argparse.ArgumentParser:
     render.add_argument("--system", help="system prompt")
     render.add_argument("--what", choices=["both", "prompt", "grammar"], default="both")
 
-    sub.add_parser("templates", help="list model families and their files")
+    templates = sub.add_parser(
+        "templates", help="list model families and their files; check a family's template against another",
+        description="With no command: every family (built-in and from $LOCALTOOLS_FAMILIES), its files and call "
+        "syntax. 'check FAMILY --against FILE' renders a set of conversations (system prompt, calls, several calls "
+        "in one turn, tool results, unicode; with and without tools) with the family's template and with FILE's "
+        "(a .jinja file, or a .gguf's own chat template) and prints, per rendering, 'identical' or the first "
+        "differing byte with context. Exit status 1 when any differs.")
+    tsub = templates.add_subparsers(dest="templates_command")
+    check = tsub.add_parser("check", help="a family's template against a .jinja file or a GGUF's own template")
+    check.add_argument("family", help="family name or alias")
+    check.add_argument("--against", required=True, metavar="FILE", help="a .jinja template or a .gguf model file")
 
     bench = sub.add_parser(
         "bench", help="constrained vs free decoding on BFCL-format cases",
@@ -286,11 +296,37 @@ def _cmd_render(args: argparse.Namespace) -> int:
 def _cmd_templates(args: argparse.Namespace) -> int:
     from ._families import families
 
+    if getattr(args, "templates_command", None) == "check":
+        return _check_template(args.family, args.against)
     for fam in families().values():
         aliases = f" (aliases: {', '.join(fam.aliases)})" if fam.aliases else ""
         print(f"{fam.name}{aliases}\n  template: {fam.template}  grammar: {fam.grammar}  "
               f"calls: {fam.call_start}…{fam.call_end or ''}  parallel: {'yes' if fam.parallel else 'no'}")
     return 0
+
+
+def _check_template(family_name: str, against: str) -> int:
+    from ._families import get_family
+    from ._template_check import compare_templates, load_template
+
+    family = get_family(family_name)
+    results = compare_templates(family.template_source(), load_template(against))
+    for r in results:
+        what = f"{r.label}, {'with' if r.tools else 'without'} tools"
+        if r.error:
+            print(f"error      {what}: {r.error}")
+            continue
+        at = r.first_difference
+        if at is None:
+            print(f"identical  {what} ({len(r.ours)} chars)")
+            continue
+        line = r.ours.count("\n", 0, at) + 1
+        print(f"differs    {what}: first at character {at} (line {line})")
+        print(f"  {family.name}: {r.ours[max(0, at - 40):at + 40]!r}")
+        print(f"  {Path(against).name}: {r.theirs[max(0, at - 40):at + 40]!r}")
+    same = sum(r.first_difference is None and not r.error for r in results)
+    print(f"{same} of {len(results)} renderings identical")
+    return 0 if same == len(results) else 1
 
 
 def _cmd_models(args: argparse.Namespace) -> int:

@@ -82,3 +82,32 @@ def test_a_bad_user_family_is_refused_by_name(tmp_path: Path, monkeypatch: pytes
     monkeypatch.setenv("LOCALTOOLS_FAMILIES", str(tmp_path / "missing"))
     with pytest.raises(TemplateError, match="LOCALTOOLS_FAMILIES names"):
         localtools.families()
+
+
+def test_templates_check_finds_the_first_differing_byte(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli import main
+
+    same = tmp_path / "same.jinja"
+    same.write_text(get_family("qwen2.5").template_source(), encoding="utf-8")
+    assert main(["templates", "check", "qwen2.5", "--against", str(same)]) == 0
+    assert "8 of 8 renderings identical" in capsys.readouterr().out
+    changed = tmp_path / "changed.jinja"
+    changed.write_text(same.read_text(encoding="utf-8").replace("You are Qwen", "You are Qwin"), encoding="utf-8")
+    assert main(["templates", "check", "qwen2.5", "--against", str(changed)]) == 1
+    out = capsys.readouterr().out
+    last = out.splitlines()[-1]
+    assert "differs" in out and "You are Qwin" in out and last.endswith("renderings identical")
+    assert not last.startswith("8 of 8")
+
+
+def test_templates_check_a_user_family(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli import main
+
+    _files(tmp_path)
+    record = ", ".join(f"{k} = {json.dumps(v)}" for k, v in RECORD.items())
+    (tmp_path / "families.toml").write_text(
+        f'[families]\nmyfamily = {{ template = "myfamily.jinja", grammar = "myfamily.gbnf", {record} }}\n', encoding="utf-8")
+    monkeypatch.setenv("LOCALTOOLS_FAMILIES", str(tmp_path))
+    assert main(["templates", "check", "myfamily", "--against", str(tmp_path / "myfamily.jinja")]) == 0
+    assert main(["templates", "check", "myfamily", "--against", str(tmp_path / "nope.jinja")]) != 0
