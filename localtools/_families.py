@@ -17,13 +17,15 @@ from typing import Any
 from ._errors import TemplateError
 from ._resources import read_text
 
-__all__ = ["CALL_STYLES", "FAMILIES_ENV", "Family", "detect_family", "families", "get_family", "register_family"]
+__all__ = ["ARGS_SYNTAXES", "CALL_STYLES", "FAMILIES_ENV", "Family", "detect_family", "families", "get_family", "register_family"]
 
 #: Directories of user families (``os.pathsep``-separated), each with a ``families.toml``.
 FAMILIES_ENV = "LOCALTOOLS_FAMILIES"
 
 #: How calls are spelled, for the parser (``Family.call_style``).
-CALL_STYLES = ("tagged", "marker", "bare")
+CALL_STYLES = ("tagged", "marker", "bare", "pattern")
+#: How a call's arguments are written (``Family.args_syntax``).
+ARGS_SYNTAXES = ("json", "xml", "python", "gemma4")
 
 
 @dataclass(frozen=True)
@@ -68,12 +70,27 @@ class Family:
     #: newlines and indentation the family's models write when free; BENCHMARKS.md measures both).
     layout: str
     #: How the parser finds calls in a reply: "tagged" (``call_start`` JSON ``call_end``, one call a
-    #: block), "marker" (``call_start`` then a JSON list of calls) or "bare" (JSON objects that open
-    #: with ``call_start``). Free output is also read for fenced and bare JSON calls in any style.
+    #: block), "marker" (``call_start`` then a JSON list of calls), "bare" (JSON objects that open
+    #: with ``call_start``), or "pattern" (calls spelled as the grammar file's ``tool-call`` rule:
+    #: literals around the name, an id and the arguments, as in ``[TOOL_CALLS]NAME[ARGS]{...}``).
+    #: Free output is also read for fenced and bare JSON calls in any style.
     call_style: str
     #: Strings the family's models write that are no part of a reply (Llama 3's ``<|python_tag|>``),
     #: removed before it is read.
     strip: tuple[str, ...]
+    #: How a call's arguments are written: "json" (an object), "xml" (``<parameter=K>`` blocks,
+    #: strings raw), "python" (keyword arguments, Python literals) or "gemma4" (Gemma 4's own
+    #: ``{k:<|"|>v<|"|>}``). The grammar writes them from the tool's JSON Schema in this syntax; the
+    #: parser reads them back into JSON arguments.
+    args_syntax: str = "json"
+    #: The tags around a model's reasoning (``<think>``, ``</think>``); "" when the family's models
+    #: do not reason in text. Reasoning is free (the grammar applies after it), kept apart from the
+    #: answer, and never read for calls.
+    reasoning_start: str = ""
+    reasoning_end: str = ""
+    #: Text the generation prompt ends with that the reply continues (functionary's ``>>>``): the
+    #: reply is read with it in front.
+    reply_opening: str = ""
     #: Where ``template`` and ``grammar`` are, for a user family ("": the package's own files).
     directory: str = ""
 
@@ -106,17 +123,21 @@ class Family:
 
 
 _FIELDS = {f for f in Family.__dataclass_fields__ if f not in ("name", "directory")}
+#: Fields a record may leave out (their defaults suit most families).
+_OPTIONAL = {"args_syntax", "reasoning_start", "reasoning_end", "reply_opening"}
 _registered: dict[str, Family] = {}
 
 
 def _family(name: str, rec: dict[str, Any], where: str, directory: str = "") -> Family:
-    missing = _FIELDS - set(rec)
+    missing = _FIELDS - _OPTIONAL - set(rec)
     unknown = set(rec) - _FIELDS
     if missing or unknown:
         raise TemplateError(f"family {name!r} in {where}: missing {sorted(missing)}; unknown {sorted(unknown)}")
-    if rec["call_style"] not in CALL_STYLES:
-        raise TemplateError(f"family {name!r} in {where}: call_style {rec['call_style']!r} is not one of "
-                            f"{', '.join(CALL_STYLES)}")
+    for key, allowed in (("call_style", CALL_STYLES), ("args_syntax", ARGS_SYNTAXES)):
+        if key in rec and rec[key] not in allowed:
+            raise TemplateError(f"family {name!r} in {where}: {key} {rec[key]!r} is not one of {', '.join(allowed)}")
+    if bool(rec.get("reasoning_start")) != bool(rec.get("reasoning_end")):
+        raise TemplateError(f"family {name!r} in {where}: give both reasoning_start and reasoning_end, or neither")
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
     return Family(name=name, directory=directory, **values)
 

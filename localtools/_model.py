@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,7 +12,7 @@ from ._errors import GenerationTruncated, TemplateError
 from ._families import Family, detect_family, get_family
 from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
-from ._reply import ReplyFormat, reply_format
+from ._reply import ReplyFormat, reasoning_mode, reply_format
 from ._tools import Tool
 from .backends._base import Backend, cut_at_stop
 from .grammar import Grammar, build_grammar
@@ -37,12 +37,19 @@ class ChatResult:
     prompt_seconds: float = 0.0
     decode_seconds: float = 0.0
     latency: float = 0.0
-    #: Generations this turn took: more than 1 when a call cut by ``max_tokens`` was retried with a repeat penalty.
+    #: Generations this turn took: more than 1 when a call cut by ``max_tokens`` was retried with a
+    #: repeat penalty, or when a reasoning budget closed the reasoning before the answer.
     attempts: int = 1
+    #: The model's reasoning before its answer, without its tags ("" when it gave none). Never
+    #: read for calls.
+    reasoning: str = ""
 
     def message(self) -> dict[str, Any]:
-        """The OpenAI-shaped assistant message for the history."""
+        """The OpenAI-shaped assistant message for the history (``reasoning_content`` as llama.cpp
+        and vLLM name it; each family's template keeps or drops it as its official one does)."""
         msg: dict[str, Any] = {"role": "assistant", "content": self.content}
+        if self.reasoning:
+            msg["reasoning_content"] = self.reasoning
         if self.tool_calls:
             msg["tool_calls"] = [c.to_openai() for c in self.tool_calls]
         return msg
@@ -107,12 +114,19 @@ class Model:
         add_generation_prompt: bool = True,
         parallel_tool_calls: bool = True,
         tool_choice: ToolChoice = "auto",
+        thinking: bool | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> Prompt:
         """The prompt for ``messages``: with tools, the family's ``parallel_hint`` goes first in
         the system message unless at most one call may follow, and after tool results the prompt
         ends with its ``result_hint``. Both stay out of ``messages``; the prefix stays the same
-        from turn to turn, so a backend's prompt cache keeps working."""
+        from turn to turn, so a backend's prompt cache keeps working. ``thinking`` is passed to the
+        template as ``enable_thinking`` (templates that do not read it ignore it), with any other
+        ``template_kwargs``."""
         specs = _specs(tools)
+        variables = dict(template_kwargs or {})
+        if thinking is not None:
+            variables["enable_thinking"] = thinking
         fam = self.family
         if specs and parallel_tool_calls and fam.parallel and fam.parallel_hint and tool_choice != "none":
             messages = with_system(messages, fam.parallel_hint)
@@ -123,8 +137,7 @@ class Model:
             messages,
             specs,
             add_generation_prompt=add_generation_prompt,
-            bos_token=self.backend.bos_token,
-            eos_token=self.backend.eos_token,
+            **{"bos_token": self.backend.bos_token, "eos_token": self.backend.eos_token, **variables},
         )
 
     def grammar(
@@ -140,10 +153,11 @@ class Model:
         *,
         constrained: bool = True,
         stop: Sequence[str] = (),
+        reasoning: str = "",
     ) -> ReplyFormat:
         """What a reply may be for this request: the grammar, the stop strings, how calls open."""
         return reply_format(self.family, _specs(tools), tool_choice, parallel_tool_calls,
-                            constrained=constrained, stop=stop)
+                            constrained=constrained, stop=stop, reasoning=reasoning)
 
     def chat(
         self,
@@ -161,6 +175,9 @@ class Model:
         repeat_penalty: float = 1.0,
         retry_repeat_penalties: Sequence[float] = (1.1, 1.3),
         cancel: Callable[[], bool] | None = None,
+        thinking: bool | None = None,
+        reasoning_budget: int | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -173,15 +190,36 @@ class Model:
         ``max_tokens`` still cuts a call, ``ToolCallParseError`` when free output holds a call that
         does not parse. ``cancel`` is asked between tokens; once it answers True generation stops
         with ``GenerationCancelled``.
+
+        Thinking families reason first, freely, then answer under the grammar. ``thinking``
+        turns it on or off (``None``: the template's default); ``reasoning_budget`` caps it in
+        tokens: a thought still open then is closed with the end tag and the answer is generated
+        after it (a second generation, counted in ``attempts``).
         """
         specs = _specs(tools)
-        prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice)
-        fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop)
+        prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
+                             thinking=thinking, template_kwargs=template_kwargs)
+        mode = reasoning_mode(self.family, prompt.text, thinking)
+        if reasoning_budget is not None and mode == "may":
+            mode = "must"  # a budget asks for thinking
+        fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
+                                reasoning=mode)
         started = time.perf_counter()
         penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
         # Passed only when set, so a backend written before the option still serves everything else.
         extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
+        thought, whole = "", fmt
+        if reasoning_budget is not None and mode:
+            first = self.backend.generate(
+                prompt, grammar=fmt.reasoning_grammar() if constrained else None, max_tokens=max(reasoning_budget, 1),
+                temperature=temperature, top_p=top_p, seed=seed,
+                stop=list(self.family.stop) + ([] if constrained else [self.family.reasoning_end]),
+                repeat_penalty=repeat_penalty, **extra)
+            attempts, completion_tokens, decode_seconds = 1, len(first.tokens), first.decode_seconds
+            prompt, thought = self._after_thought(prompt, first.text, fmt)
+            max_tokens = max(max_tokens - len(first.tokens), 1)
+            fmt = fmt.after_reasoning()
         for penalty in penalties:
             attempts += 1
             gen = self.backend.generate(
@@ -204,7 +242,8 @@ class Model:
         if cut:
             raise GenerationTruncated(max_tokens, raw)
         latency = time.perf_counter() - started
-        parsed = fmt.parse(raw)
+        raw = thought + raw
+        parsed = whole.parse(raw)
         parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
         before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
@@ -222,4 +261,16 @@ class Model:
             decode_seconds=decode_seconds,
             latency=latency,
             attempts=attempts,
+            reasoning=parsed.reasoning,
         )
+
+    def _after_thought(self, prompt: Prompt, text: str, fmt: ReplyFormat) -> tuple[Prompt, str]:
+        """The prompt continued with the reasoning and its end tag (added when the budget ran out
+        first; the tags go in as control text, the reasoning as data), and that continuation."""
+        start, end = self.family.reasoning_start, self.family.reasoning_end
+        opened = fmt.reasoning != "open"
+        body = text.lstrip().removeprefix(start) if opened else text
+        body = body.split(end, 1)[0]
+        segments = [*([(start, False)] if opened else []), (body, True), (end, False)]
+        written = tuple((t, d) for t, d in segments if t)
+        return Prompt(prompt.segments + written), "".join(t for t, _ in written)

@@ -6,7 +6,7 @@ import json
 import re
 import secrets
 import string
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -70,6 +70,8 @@ class ToolCall:
 class ParsedReply:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
+    #: The model's reasoning, without its tags ("" when it gave none).
+    reasoning: str = ""
 
 
 def _call_from(obj: Any, family: Family, raw: str) -> ToolCall | None:
@@ -239,6 +241,57 @@ def disguised_calls(text: str, tool_names: Collection[str]) -> list[tuple[str, d
     return found
 
 
+def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: str) -> tuple[list[ToolCall], str]:
+    """Calls spelled as the family's grammar file spells them (``call_style = "pattern"``): from
+    each ``call_start`` on, calls (head, arguments in the family's syntax, tail) with the tags and
+    separators of the grammar between them; the text around them is kept."""
+    from ._args import read_args  # the readers import the grammar's syntax constants
+    from .grammar import call_shape
+
+    shape = call_shape(family)
+    start = family.call_start
+    calls: list[ToolCall] = []
+    kept: list[str] = []
+    pos = 0
+    while (at := text.find(start, pos)) >= 0:
+        kept.append(text[pos:at])
+        pos = _skip_glue(text, at, shape.glue)
+        if shape.text_open and text.startswith(shape.text_open, pos):
+            # Functionary's ">>>all\n": what follows is text, up to the next call.
+            nxt = text.find(start, pos)
+            end = len(text) if nxt < 0 else nxt
+            kept.append(text[pos + len(shape.text_open):end])
+            pos = end
+            continue
+        found = False
+        while (head := shape.head.match(text, pos)) is not None:
+            name = head.group("name") if "name" in head.groupdict() else json.loads(head.group("qname"))
+            try:
+                args, pos = read_args(family.args_syntax, text, head.end(), schemas.get(name))
+            except (ValueError, json.JSONDecodeError) as exc:
+                raise ToolCallParseError(f"the arguments of {name!r} do not parse: {exc}", raw) from None
+            tail = shape.tail.match(text, pos)
+            if tail is None:
+                raise ToolCallParseError(f"the call to {name!r} is not closed as its family closes calls", raw)
+            call_id = head.groupdict().get("id") or new_call_id(family.id)
+            calls.append(ToolCall(id=call_id, name=name, arguments=args))
+            pos, found = _skip_glue(text, tail.end(), shape.glue), True
+        if not found:
+            raise ToolCallParseError(f"{start!r} is not followed by a call", raw)
+    kept.append(text[pos:])
+    return calls, "".join(kept)
+
+
+def _skip_glue(text: str, pos: int, glue: tuple[str, ...]) -> int:
+    while True:
+        while pos < len(text) and text[pos].isspace():
+            pos += 1
+        piece = next((g for g in glue if text.startswith(g, pos)), None)
+        if piece is None:
+            return pos
+        pos += len(piece)
+
+
 def _strip_stops(text: str, family: Family) -> str:
     for stop in family.stop:
         if text.endswith(stop):
@@ -247,16 +300,19 @@ def _strip_stops(text: str, family: Family) -> str:
 
 
 def parse_reply(text: str, family: Family, *, tolerant: bool = True,
-                call_openings: Collection[str] | None = None) -> ParsedReply:
+                call_openings: Collection[str] | None = None, schemas: Mapping[str, Any] | None = None) -> ParsedReply:
     """Split model output into content and calls.
 
     Accepts the family's own syntax and, when ``tolerant`` (free decoding), fenced or bare JSON
     calls, several calls, and text around them. Something that starts a call but does not parse
     raises ``ToolCallParseError`` with the raw text. Constrained output is read strictly: a call
     counts only in the family's syntax, which the grammar guarantees; ``call_openings`` (see
-    ``grammar.call_openings``) says how a bare call opens under that grammar.
+    ``grammar.call_openings``) says how a bare call opens under that grammar. ``schemas`` (tool
+    name to its parameters schema) types arguments written without quotes (``xml``).
     """
     raw = text
+    if family.reply_opening and not text.startswith(family.reply_opening):
+        text = family.reply_opening + text
     text = _strip_stops(text, family)
     for extra in family.strip:
         text = text.replace(extra, "")
@@ -278,6 +334,8 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
                 raise ToolCallParseError(f"{start} is not followed by calls", raw)
             calls += found
             text = text[:idx] + rest[used:]
+    elif family.call_style == "pattern":
+        calls, text = _pattern_calls(text, family, schemas or {}, raw)
     if tolerant:
         more, text = _scan_json(text, family, raw)
         calls += more

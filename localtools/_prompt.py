@@ -17,6 +17,8 @@ from functools import cache
 from typing import Any, NoReturn
 
 import jinja2
+import jinja2.ext
+import jinja2.nodes
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ._errors import TemplateError
@@ -24,7 +26,9 @@ from ._parse import decode_arguments
 
 __all__ = ["Prompt", "normalize_messages", "render"]
 
-_MARK = re.compile("\ue000(\\d+)\ue001")
+# Markers stand in for message text in a second rendering. Printable characters, so that a
+# template's ``| string`` of a list (Python's repr) leaves them as they are.
+_MARK = re.compile("\u2e28(\\d+)\u2e29")
 
 
 @dataclass(frozen=True)
@@ -50,9 +54,22 @@ def _raise(message: str) -> NoReturn:
     raise TemplateError(message)
 
 
+class _Generation(jinja2.ext.Extension):
+    """``{% generation %}...{% endgeneration %}``: transformers marks the assistant's tokens with
+    it (for training masks); rendering a prompt it is the text inside."""
+
+    tags = {"generation"}  # noqa: RUF012 (jinja2's Extension declares it so)
+
+    def parse(self, parser: Any) -> Any:
+        lineno = next(parser.stream).lineno
+        body = parser.parse_statements(("name:endgeneration",), drop_needle=True)
+        return jinja2.nodes.Scope(body, lineno=lineno)
+
+
 @cache
 def _environment() -> jinja2.Environment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=["jinja2.ext.loopcontrols"])
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+                                        extensions=["jinja2.ext.loopcontrols", _Generation])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -96,7 +113,7 @@ def _mark(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
 
     def marker(text: str) -> str:
         pieces.append(text)
-        return f"\ue000{len(pieces) - 1}\ue001"
+        return f"\u2e28{len(pieces) - 1}\u2e29"
 
     def mark_strings(value: Any) -> Any:
         if isinstance(value, str):
@@ -109,8 +126,9 @@ def _mark(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
 
     marked = copy.deepcopy(messages)
     for msg in marked:
-        if isinstance(msg.get("content"), str) and msg["content"]:
-            msg["content"] = marker(msg["content"])
+        for key in ("content", "reasoning_content"):
+            if isinstance(msg.get(key), str) and msg[key]:
+                msg[key] = marker(msg[key])
         for call in msg.get("tool_calls") or []:
             fn = call.get("function", call)
             fn["arguments"] = mark_strings(fn.get("arguments", {}))
@@ -118,8 +136,9 @@ def _mark(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[st
 
 
 def _candidates(text: str) -> list[str]:
-    # What a template may have made of a piece of text: as is, trimmed, or inside a JSON string.
-    return [text, text.strip(), json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1]]
+    # What a template may have made of a piece of text: as is, trimmed, inside a JSON string, or
+    # inside a Python one (a list's ``| string`` is its repr).
+    return [text, text.strip(), json.dumps(text, ensure_ascii=False)[1:-1], json.dumps(text)[1:-1], repr(text)[1:-1]]
 
 
 def render(
@@ -128,11 +147,16 @@ def render(
     tools: list[dict[str, Any]] | None = None,
     *,
     add_generation_prompt: bool = True,
+    object_arguments: bool = True,
     **variables: Any,
 ) -> Prompt:
-    """Render a chat template; ``tools`` are OpenAI-style specs (``{"type": "function", ...}``)."""
+    """Render a chat template; ``tools`` are OpenAI-style specs (``{"type": "function", ...}``).
+
+    Calls' arguments reach the template as objects (most templates ``tojson`` them); with
+    ``object_arguments=False`` they stay as given (the API's JSON strings, which a few read).
+    """
     template = _compile(source)
-    messages = normalize_messages(messages)
+    messages = normalize_messages(messages) if object_arguments else copy.deepcopy(messages)
     context = {"tools": tools or None, "add_generation_prompt": add_generation_prompt, **variables}
     try:
         real = template.render(messages=messages, **context)

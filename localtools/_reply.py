@@ -4,16 +4,36 @@ check and the parser read the reply by it, and none of them works out again what
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ._errors import UsageError
 from ._families import Family
 from ._parse import BARE_CALL_OPENING, ParsedReply, parse_reply
-from .grammar import Grammar, Text, build_grammar, call_openings, matches
+from .grammar import Chars, Grammar, Lit, Ref, Repeat, Text, Until, build_grammar, call_openings, call_shape, matches, seq
 
-__all__ = ["ReplyFormat", "reply_format"]
+__all__ = ["REASONING_MODES", "ReplyFormat", "reasoning_mode", "reply_format"]
+
+#: Whether a reply holds reasoning: "" no; "open" the prompt opened it (the reply starts inside);
+#: "may" the reply may open it; "must" the reply opens it (thinking asked for).
+REASONING_MODES = ("", "open", "may", "must")
+#: Whitespace a model writes between its reasoning's end tag and its answer.
+_AFTER_REASONING = Repeat(Chars(" \\n"), 0, 4)
+
+
+def reasoning_mode(family: Family, prompt: str, thinking: bool | None = None) -> str:
+    """How the reply to ``prompt`` holds reasoning, from the family's tags and the prompt's end.
+
+    A prompt that ends with the end tag turned thinking off (``enable_thinking=False``); one whose
+    last start tag is still open has the reply begin inside the reasoning (Qwen3.5, R1).
+    """
+    start, end = family.reasoning_start, family.reasoning_end
+    if not start or thinking is False or prompt.rstrip().endswith(end):
+        return ""
+    if prompt.rfind(start) > prompt.rfind(end):
+        return "open"
+    return "must" if thinking else "may"
 
 
 @dataclass(frozen=True)
@@ -33,15 +53,50 @@ class ReplyFormat:
     #: Strings that end generation: the family's, plus the request's when no call can follow
     #: (a stop string inside a call's JSON must not cut it; text answers are cut after parsing).
     stop: tuple[str, ...]
+    #: Each offered tool's parameters schema, by name (types the values of unquoted syntaxes).
+    schemas: Mapping[str, Any] = field(default_factory=dict)
+    #: See ``REASONING_MODES``.
+    reasoning: str = ""
+    #: The grammar of the answer after the reasoning (``grammar`` when there is none).
+    answer_grammar: Grammar | None = None
 
     @property
     def can_call(self) -> bool:
         return bool(self.tool_names) and self.tool_choice != "none"
 
+    def split_reasoning(self, raw: str) -> tuple[str | None, str, bool]:
+        """(reasoning, answer, closed): the reasoning without its tags (``None`` when the reply
+        has none) and the answer after it; ``closed`` is False when the reply ended inside it."""
+        start, end = self.family.reasoning_start, self.family.reasoning_end
+        if not self.reasoning:
+            return None, raw, True
+        body = raw
+        if self.reasoning != "open":
+            lead = raw.lstrip()
+            if not lead.startswith(start):
+                return None, raw, True
+            body = lead[len(start):]
+        at = body.find(end)
+        if at < 0:
+            return body.strip(), "", False
+        return body[:at].strip(), body[at + len(end):].lstrip(), True
+
+    def reasoning_grammar(self) -> Grammar:
+        """The grammar of the reasoning alone, through its end tag (a reasoning budget's first step)."""
+        opening = () if self.reasoning == "open" else (Lit(self.family.reasoning_start),)
+        return Grammar({"root": seq(*opening, Until(self.family.reasoning_end))})
+
+    def after_reasoning(self) -> ReplyFormat:
+        """This format for the answer alone, once the reasoning is in the prompt."""
+        grammar = self.answer_grammar
+        if grammar is not None:
+            grammar = _with_prefix(grammar, _AFTER_REASONING)
+        return replace(self, reasoning="", grammar=grammar, answer_grammar=grammar)
+
     def split(self, raw: str) -> tuple[str, str] | None:
         """(text, calls): calls alone, or text and then calls in a marked form (a tag, a fence);
         ``None`` when the reply is a text answer. Free output is all "calls" for the tolerant parser."""
-        grammar = self.grammar
+        grammar = self.answer_grammar
         if grammar is None:
             return "", raw
         rules = grammar.rules
@@ -59,23 +114,33 @@ class ReplyFormat:
         return raw[: min(found)], raw[min(found):]
 
     def cut_inside_call(self, raw: str) -> bool:
-        """Whether a reply that ``max_tokens`` ended stopped inside a call."""
-        if self.grammar is not None:
+        """Whether a reply that ``max_tokens`` ended stopped inside a call (not inside reasoning:
+        that reply is an unfinished thought, with no answer yet)."""
+        _, raw, closed = self.split_reasoning(raw)
+        if not closed:
+            return False
+        if self.answer_grammar is not None:
             # Constrained output is always a prefix of the grammar's language; text answers are
             # complete at every character, a call only once it is closed.
-            return not matches(self.grammar, raw)
+            return not matches(self.answer_grammar, raw)
         return any(o in raw for o in (self.family.call_start, BARE_CALL_OPENING, *self.call_openings) if o)
 
     def parse(self, raw: str) -> ParsedReply:
-        """The reply as content and calls. A text answer stays as written, whatever JSON it quotes;
-        calls in any of the family's forms (tagged, fenced, bare, a list; any layout), perhaps after
-        text, are read by the tolerant parser."""
+        """The reply as reasoning, content and calls. Reasoning is never read for calls. A text
+        answer stays as written, whatever JSON it quotes; calls in any of the family's forms
+        (tagged, fenced, bare, a list; any layout), perhaps after text, are read by the tolerant
+        parser."""
+        reasoning, raw, _ = self.split_reasoning(raw)
         split = self.split(raw)
         if split is None:
-            return ParsedReply(content=raw.strip())
-        parsed = parse_reply(split[1], self.family, tolerant=True)
-        content = "\n\n".join(p for p in (split[0].strip(), parsed.content) if p)
-        return ParsedReply(content=content, tool_calls=parsed.tool_calls)
+            return ParsedReply(content=self._text(raw), reasoning=reasoning or "")
+        parsed = parse_reply(split[1], self.family, tolerant=True, schemas=self.schemas)
+        content = "\n\n".join(p for p in (self._text(split[0]), parsed.content) if p)
+        return ParsedReply(content=content, tool_calls=parsed.tool_calls, reasoning=reasoning or "")
+
+    def _text(self, raw: str) -> str:
+        text_open = call_shape(self.family).text_open if self.family.call_style == "pattern" else ""
+        return raw.strip().removeprefix(text_open).strip() if text_open else raw.strip()
 
 
 def reply_format(
@@ -86,10 +151,21 @@ def reply_format(
     *,
     constrained: bool = True,
     stop: Sequence[str] = (),
+    reasoning: str = "",
 ) -> ReplyFormat:
-    """The format of a reply to ``tools`` (OpenAI-style specs) under ``tool_choice``."""
+    """The format of a reply to ``tools`` (OpenAI-style specs) under ``tool_choice``; ``reasoning``
+    (see ``reasoning_mode``) puts free reasoning before the answer the grammar constrains."""
+    if reasoning not in REASONING_MODES:
+        raise UsageError(f"reasoning must be one of {REASONING_MODES}, got {reasoning!r}")
+    if reasoning and not family.reasoning_start:
+        raise UsageError(f"family {family.name!r} has no reasoning tags")
     names = tuple(t["function"]["name"] for t in tools)
-    grammar = build_grammar(family, list(tools), tool_choice, parallel_tool_calls) if constrained else None
+    answer = build_grammar(family, list(tools), tool_choice, parallel_tool_calls) if constrained else None
+    grammar = answer
+    if answer is not None and reasoning:
+        opening = () if reasoning == "open" else (Lit(family.reasoning_start),)
+        thought = seq(*opening, Until(family.reasoning_end), _AFTER_REASONING)
+        grammar = _with_prefix(answer, thought if reasoning != "may" else Repeat(thought, 0, 1))
     choice, offered = tool_choice, names
     if tool_choice not in ("auto", "required", "none"):
         if tool_choice not in names:  # build_grammar says the same when constrained
@@ -104,4 +180,16 @@ def reply_format(
         grammar=grammar,
         call_openings=call_openings(family, [t for t in tools if t["function"]["name"] in offered]),
         stop=(*family.stop, *stop) if text_only else family.stop,
+        schemas={t["function"]["name"]: t["function"].get("parameters") or {} for t in tools},
+        reasoning=reasoning,
+        answer_grammar=answer,
     )
+
+
+def _with_prefix(grammar: Grammar, prefix: Any) -> Grammar:
+    """``grammar`` with ``prefix`` before what its root matches."""
+    rules = dict(grammar.rules)
+    g = Grammar(rules, grammar.root, grammar.reserved)
+    root = g.unique_name("reply")
+    g.add(root, seq(prefix, Ref(grammar.root)))
+    return Grammar(g.rules, root, grammar.reserved)

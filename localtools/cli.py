@@ -316,6 +316,9 @@ def _check_template(family_name: str, against: str) -> int:
         if r.error:
             print(f"error      {what}: {r.error}")
             continue
+        if r.both_refuse:
+            print(f"both refuse {what}: {r.their_error}")
+            continue
         at = r.first_difference
         if at is None:
             print(f"identical  {what} ({len(r.ours)} chars)")
@@ -325,7 +328,7 @@ def _check_template(family_name: str, against: str) -> int:
         print(f"  {family.name}: {r.ours[max(0, at - 40):at + 40]!r}")
         print(f"  {Path(against).name}: {r.theirs[max(0, at - 40):at + 40]!r}")
     same = sum(r.first_difference is None and not r.error for r in results)
-    print(f"{same} of {len(results)} renderings identical")
+    print(f"{same} of {len(results)} renderings identical (a conversation both templates refuse counts as agreed)")
     return 0 if same == len(results) else 1
 
 

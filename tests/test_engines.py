@@ -13,7 +13,7 @@ import pytest
 from test_grammar import CASES, CUSTOMER, call, one_tool
 
 from localtools import get_family
-from localtools.grammar import Grammar, GrammarNotRegular, build_grammar, matches
+from localtools.grammar import Grammar, GrammarNotRegular, Lit, Repeat, Until, alt, build_grammar, matches, seq
 
 llg = pytest.importorskip("llguidance")
 xgr = pytest.importorskip("xgrammar")
@@ -157,3 +157,15 @@ def test_calls_after_a_preamble_per_engine() -> None:
         assert all(accepts(t) for t in alone), name
         assert all(accepts(t) for t in both) == (name != "llguidance"), name
         assert not accepts('Here:\n```json\n{"plan": "pro"}\n```'), name
+
+
+def test_engines_agree_on_text_through_a_marker() -> None:
+    # Reasoning up to its end tag, then an answer: the end tag's prefixes inside the reasoning,
+    # and a second end tag, are where a wrong reading would show.
+    g = Grammar({"root": seq(Lit("<think>"), Until("</think>"), Repeat(Lit("\n"), 0, 2), alt(Lit("ok"), Lit("<a>")))})
+    texts = ["<think>x</think>\n\nok", "<think></think>ok", "<think>a </thin </think>\n<a>", "<think>a</think>b</think>ok",
+             "<think>a</think>\n\n\nok", "<think>never closed", "<think><</think>ok", "<think>日本</think><a>"]
+    for name, accepts in engines(g).items():
+        for text in texts:
+            assert accepts(text) == matches(g, text), f"{name} disagrees with the grammar on {text!r}"
+    assert [matches(g, t) for t in texts] == [True, True, True, False, False, False, True, True]

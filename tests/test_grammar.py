@@ -96,7 +96,7 @@ def test_parallel_calls() -> None:
 def test_each_family_grammar_accepts_its_own_call(family: str) -> None:
     fam = get_family(family)
     key = fam.args_key
-    body = '{"name": "get_customer", "' + key + '": {"customer_id": "c1"}}'
+    body = '{"name": "get_customer", "' + key + '": {"customer_id": "c1"}' + (', "id": "abcDEF123"}' if fam.id == "alnum9" else "}")
     text = {"<tool_call>": f"<tool_call>\n{body}\n</tool_call>", "[TOOL_CALLS]": f"[TOOL_CALLS] [{body}]"}.get(
         fam.call_start, body
     )

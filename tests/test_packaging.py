@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -13,7 +14,7 @@ CHECK = """
 import localtools, localtools._catalog as c
 assert 'site' in localtools.__file__ or 'target' in localtools.__file__, localtools.__file__
 fams = localtools.families()
-assert set(fams) == {'mistral', 'llama3', 'gemma', 'qwen2.5', 'chatml'}, fams
+assert set(fams) == set(EXPECTED), sorted(fams)
 assert all(f.template_source() and f.grammar_source() for f in fams.values())
 assert next(iter(c.catalog())) == 'qwen2.5-coder-0.5b'
 import localtools.serve, localtools.bench, localtools.grammar
@@ -29,7 +30,10 @@ def test_non_editable_install_finds_data_files(tmp_path: Path) -> None:
     wheel = next((tmp_path / "w").glob("localtools-*.whl"))
     target = tmp_path / "target"
     subprocess.run([*pip, "install", "-q", "--no-deps", "--target", str(target), str(wheel)], check=True, capture_output=True)
-    out = subprocess.run([sys.executable, "-c", CHECK], cwd=tmp_path, env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
+    # Every family of the source tree's families.toml is found in the installed package.
+    expected = sorted(tomllib.loads((ROOT / "templates" / "families.toml").read_text(encoding="utf-8"))["families"])
+    out = subprocess.run([sys.executable, "-c", f"EXPECTED = {expected!r}\n{CHECK}"], cwd=tmp_path,
+                         env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"

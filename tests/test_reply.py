@@ -56,7 +56,7 @@ def test_model_chat_hands_the_backend_the_formats_grammar_and_stops() -> None:
 
 
 def test_call_style_is_checked_and_drives_the_parser() -> None:
-    assert {f.call_style for f in (get_family(n) for n in ("qwen2.5", "mistral", "llama3"))} == set(CALL_STYLES)
+    assert {f.call_style for f in (get_family(n) for n in ("qwen2.5", "mistral", "llama3", "lfm2"))} == set(CALL_STYLES)
     llama = get_family("llama3")
     fmt = reply_format(llama, [WEATHER], constrained=False)
     # Llama 3's models may open a call with <|python_tag|>: the record strips it, it is not content.

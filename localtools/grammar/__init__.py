@@ -3,15 +3,15 @@
 - ``_expr``: expressions and ``Grammar`` (named rules from a root);
 - ``_build``: the grammar of a valid reply, from a family record, the tools and tool_choice;
 - ``_schema``: the rules for a JSON Schema;
-- ``_text``: the text-answer node (as rules, as a Lark terminal, read in one pass);
+- ``_text``: the text-answer and through-a-marker nodes (as rules, as a Lark terminal, read in one pass);
 - ``_render``: GBNF, Lark and regex for the mask engines;
 - ``_gbnf``: reading the family grammar files;
 - ``_match``: whether a text is in a grammar's language.
 """
 
 from .._errors import GrammarNotRegular, UnsupportedSchema
-from ._build import MAX_PARALLEL_CALLS, build_grammar, call_openings
-from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, rewrite, seq
+from ._build import MAX_PARALLEL_CALLS, CallShape, build_grammar, call_openings, call_shape
+from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, alt, rewrite, seq
 from ._gbnf import parse_gbnf
 from ._match import matches
 from ._schema import LAYOUTS, SchemaGrammar, layout_whitespace
@@ -21,6 +21,7 @@ __all__ = [
     "MAX_PARALLEL_CALLS",
     "Alt",
     "Any_",
+    "CallShape",
     "Chars",
     "Expr",
     "Grammar",
@@ -32,9 +33,11 @@ __all__ = [
     "Seq",
     "Text",
     "UnsupportedSchema",
+    "Until",
     "alt",
     "build_grammar",
     "call_openings",
+    "call_shape",
     "layout_whitespace",
     "matches",
     "parse_gbnf",

@@ -3,18 +3,25 @@
 from __future__ import annotations
 
 import json
+import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from .._errors import TemplateError, UnsupportedSchema, UsageError
 from .._families import Family
-from ._expr import Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, rewrite, seq
+from ._expr import Alt, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, rewrite, seq
 from ._gbnf import parse_gbnf
 from ._schema import SchemaGrammar, layout_whitespace
+from ._syntax import args_rule
 
-__all__ = ["build_grammar", "call_openings"]
+__all__ = ["CallShape", "build_grammar", "call_openings", "call_shape"]
 
 _NAME, _ARGS, _WS_IN, _WS_SEP, _CALLS = "\ue010name", "\ue010args", "\ue010ws-in", "\ue010ws-sep", "\ue010calls"
+_NAME_RAW, _ID = "\ue010name-raw", "\ue010id"
+#: How a model writes a call id, by the family's ``id`` style.
+_IDS: dict[str, Expr] = {"alnum9": Repeat(Chars("a-zA-Z0-9"), 9, 9),
+                         "call": seq(Lit("call_"), Repeat(Chars("a-zA-Z0-9"), 1, 40))}
 #: Most calls in one reply. Small models otherwise repeat the same call until max_tokens.
 MAX_PARALLEL_CALLS = 5
 
@@ -49,7 +56,7 @@ def build_grammar(
             raise UsageError("tool_choice='required' needs at least one tool")
         # No call may follow, and none may hide in the answer either: the text opens like no call
         # to an offered tool and holds no call form's opening.
-        g.add("root", Text(_markers(family), _text_avoid(family, tools)))
+        g.add("root", _text(family, tools))
         return g
     fam = _family_grammar(family)
     try:
@@ -61,10 +68,11 @@ def build_grammar(
     for spec in tools:
         fn = spec["function"]
         try:
-            args = schemas.rule(fn.get("parameters") or {"type": "object", "properties": {}}, f"{fn['name']}-args")
+            args = args_rule(family.args_syntax, schemas, fn.get("parameters"), f"{fn['name']}-args")
         except UnsupportedSchema as exc:
             raise UnsupportedSchema(f"tool {fn['name']!r}: cannot constrain its parameters: {exc}") from None
-        body = _substitute(fam.rules["tool-call"], {_NAME: Lit(json.dumps(fn["name"])), _ARGS: args,
+        body = _substitute(fam.rules["tool-call"], {_NAME: Lit(json.dumps(fn["name"])), _NAME_RAW: Lit(fn["name"]),
+                                                    _ARGS: args, _ID: _IDS.get(family.id, _IDS["call"]),
                                                     _WS_IN: ws_in, _WS_SEP: ws_sep})
         per_tool.append(g.add(g.unique_name(f"call-{fn['name']}"), body))
     g.add("tool-call", alt(*per_tool))
@@ -90,7 +98,7 @@ def build_grammar(
     if tool_choice == "required":
         g.add("root", calls)
     else:
-        text = g.add("text", Text(_markers(family), _text_avoid(family, tools)))
+        text = g.add("text", _text(family, tools))
         after: list[Expr] = []
         marked_singles = [r for r in singles if r in marked]
         if marked_singles:
@@ -106,6 +114,13 @@ def build_grammar(
     # Rules that render as "" (calls-open for Hermes, say) are inlined away for readability.
     _inline_empty(g)
     return g
+
+
+def _text(family: Family, tools: list[dict[str, Any]]) -> Expr:
+    """A text answer, after the family's ``text-open`` rule if it has one (functionary's "all\n")."""
+    answer = Text(_markers(family), _text_avoid(family, tools))
+    opening = _family_grammar(family).rules.get("text-open")
+    return seq(opening, answer) if opening is not None else answer
 
 
 @lru_cache(maxsize=32)
@@ -153,7 +168,8 @@ def _with_layout(e: Expr, ws_in: Expr, ws_sep: Expr) -> Expr:
 @lru_cache(maxsize=32)
 def _family_grammar(family: Family) -> Grammar:
     try:
-        fam = parse_gbnf(family.grammar_source(), placeholders={"NAME": Ref(_NAME), "ARGS": Ref(_ARGS),
+        fam = parse_gbnf(family.grammar_source(), placeholders={"NAME": Ref(_NAME), "NAME-RAW": Ref(_NAME_RAW),
+                                                                "ID": Ref(_ID), "ARGS": Ref(_ARGS),
                                                                 "WS-IN": Ref(_WS_IN), "WS-SEP": Ref(_WS_SEP),
                                                                 "CALLS": Ref(_CALLS)})
     except ValueError as exc:
@@ -239,3 +255,65 @@ def _inline_empty(g: Grammar) -> None:
             del g.rules[name]
         else:
             g.rules[name] = _substitute(g.rules[name], mapping)
+
+
+@dataclass(frozen=True)
+class CallShape:
+    """How a "pattern" family's call reads, from its grammar file: the parser's side of the rules."""
+
+    #: Matches a call up to its arguments; groups ``name`` (bare) or ``qname`` (JSON-quoted), and ``id``.
+    head: re.Pattern[str]
+    #: Matches what follows the arguments.
+    tail: re.Pattern[str]
+    #: Literals found between and around calls (tags, separators, list brackets), longest first.
+    glue: tuple[str, ...]
+    #: What opens a text answer ("" for most families; functionary's "all\n").
+    text_open: str
+
+
+@lru_cache(maxsize=32)
+def call_shape(family: Family) -> CallShape:
+    """The family's ``tool-call`` rule as a head pattern, the arguments, and a tail pattern."""
+    fam = _family_grammar(family)
+    rule = fam.rules["tool-call"]
+    items = rule.items if isinstance(rule, Seq) else (rule,)
+    pieces: dict[str, str] = {_NAME_RAW: r"(?P<name>[A-Za-z0-9_.\-]{1,64})", _NAME: r'(?P<qname>"(?:[^"\\]|\\.)*")',
+                              _ID: r"(?P<id>[A-Za-z0-9_]+)", _WS_IN: r"\s*", _WS_SEP: r"\s*"}
+    head, tail, seen_args = "", "", False
+    for item in items:
+        if isinstance(item, Ref) and item.name == _ARGS:
+            seen_args = True
+            continue
+        if isinstance(item, Lit):
+            piece = re.escape(item.text)
+        elif isinstance(item, Ref) and item.name in pieces:
+            piece = pieces[item.name]
+        else:
+            raise TemplateError(f"grammars/{family.grammar}: a pattern family's tool-call rule is literals, NAME or "
+                                f"NAME-RAW, ID and ARGS in sequence; got {item!r}")
+        if seen_args:
+            tail += piece
+        else:
+            head += piece
+    if not seen_args:
+        raise TemplateError(f"grammars/{family.grammar}: the tool-call rule has no ARGS")
+    singles, lists = _forms(family, fam)
+    glue: set[str] = set()
+    for name in (*singles, *lists, "call-sep", "list-sep", "calls-open", "calls-close"):
+        if name in fam.rules:
+            glue.update(t for t in _literals(fam.rules[name]) if t.strip())
+    glue.update(t for t in (family.call_start, family.call_end) if t)
+    text_open = "".join(_literals(fam.rules["text-open"])) if "text-open" in fam.rules else ""
+    return CallShape(re.compile(head), re.compile(tail), tuple(sorted(glue, key=len, reverse=True)), text_open)
+
+
+def _literals(e: Expr) -> list[str]:
+    if isinstance(e, Lit):
+        return [e.text]
+    if isinstance(e, Seq):
+        return [t for i in e.items for t in _literals(i)]
+    if isinstance(e, Repeat):
+        return _literals(e.item)
+    if isinstance(e, Alt):
+        return [t for o in e.options for t in _literals(o)]
+    return []

@@ -10,7 +10,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-__all__ = ["Alt", "Any_", "Chars", "Expr", "Grammar", "Lit", "Ref", "Repeat", "Seq", "Text", "alt", "rewrite", "seq"]
+__all__ = ["Alt", "Any_", "Chars", "Expr", "Grammar", "Lit", "Ref", "Repeat", "Seq", "Text", "Until", "alt", "rewrite",
+           "seq"]
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,19 @@ class Text:
 
 
 @dataclass(frozen=True)
+class Until:
+    """Any text up to and including the first ``marker``: a model's reasoning up to its end tag,
+    a raw parameter value up to its closing tag. Including the marker keeps it one Lark terminal
+    that nothing can extend once the marker is read."""
+
+    marker: str
+
+    def __post_init__(self) -> None:
+        if not self.marker:
+            raise ValueError("Until needs a non-empty marker")
+
+
+@dataclass(frozen=True)
 class Seq:
     items: tuple[Expr, ...]
 
@@ -68,7 +82,7 @@ class Repeat:
     max: int | None = None
 
 
-Expr = Lit | Ref | Chars | Any_ | Text | Seq | Alt | Repeat
+Expr = Lit | Ref | Chars | Any_ | Text | Until | Seq | Alt | Repeat
 
 
 def seq(*items: Expr) -> Expr:
@@ -120,7 +134,7 @@ def rewrite(e: Expr, change: Callable[[Expr], Expr | None]) -> Expr:
     return e
 
 def _has_text(e: Expr) -> bool:
-    if isinstance(e, Text):
+    if isinstance(e, (Text, Until)):
         return True
     if isinstance(e, Seq):
         return any(_has_text(i) for i in e.items)
@@ -177,18 +191,18 @@ class Grammar:
         return seen
 
     def lowered(self) -> Grammar:
-        """This grammar with every ``Text`` node spelled out as plain rules."""
-        from ._text import expand_text
+        """This grammar with every ``Text`` and ``Until`` node spelled out as plain rules."""
+        from ._text import expand_text, expand_until
 
         if not any(_has_text(e) for e in self.rules.values()):
             return self
         g = Grammar(dict(self.rules), self.root)
-        expansions: dict[Text, Expr] = {}
+        expansions: dict[Text | Until, Expr] = {}
 
         def lower(e: Expr) -> Expr | None:
-            if isinstance(e, Text):
+            if isinstance(e, (Text, Until)):
                 if e not in expansions:
-                    expansions[e] = expand_text(g, e)
+                    expansions[e] = expand_text(g, e) if isinstance(e, Text) else expand_until(g, e)
                 return expansions[e]
             return None
 

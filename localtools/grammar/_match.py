@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Generator
 
 from ._chars import _class_match
-from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text
-from ._text import text_ends
+from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until
+from ._text import text_ends, until_end
 
 __all__ = ["matches"]
 
@@ -24,6 +24,9 @@ def matches(grammar: Grammar, text: str) -> bool:
     def leaf(e: Expr, pos: int) -> frozenset[int] | None:
         if isinstance(e, Text):
             return text_ends(e, text, pos)
+        if isinstance(e, Until):
+            end = until_end(e, text, pos)
+            return frozenset() if end is None else frozenset((end,))
         if isinstance(e, Lit):
             return frozenset((pos + len(e.text),)) if text.startswith(e.text, pos) else frozenset()
         if isinstance(e, Chars):

@@ -8,8 +8,8 @@ import re
 
 from .._errors import GrammarNotRegular
 from ._chars import _regex_char, _regex_class
-from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, rewrite
-from ._text import text_terminal
+from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, rewrite
+from ._text import text_terminal, until_terminal
 
 __all__ = ["to_gbnf", "to_lark", "to_regex"]
 
@@ -32,10 +32,11 @@ def to_lark(grammar: Grammar) -> str:
             i += 1
             candidate = f"{base}_{i}"
         safe[name] = candidate
-    terminals: dict[Text, str] = {}
+    terminals: dict[Text | Until, str] = {}
     lines = [f"start: {safe[g.root]}"]
     lines += [f"{safe[name]}: {_lark(g.rules[name], safe, terminals, top=True)}" for name in names]
-    lines += [f"{name}: {text_terminal(text)}" for text, name in terminals.items()]
+    lines += [f"{name}: {text_terminal(node) if isinstance(node, Text) else until_terminal(node)}"
+              for node, name in terminals.items()]
     return "\n".join(lines) + "\n"
 
 def _text_last(grammar: Grammar) -> Grammar:
@@ -112,8 +113,8 @@ def _regex_repeat(inner: str, lo: int, hi: int | None) -> str:
         return inner + "?"
     return f"{inner}{{{lo},{'' if hi is None else hi}}}"
 
-def _lark(e: Expr, names: dict[str, str], terminals: dict[Text, str], top: bool = False) -> str:
-    if isinstance(e, Text):
+def _lark(e: Expr, names: dict[str, str], terminals: dict[Text | Until, str], top: bool = False) -> str:
+    if isinstance(e, (Text, Until)):
         return terminals.setdefault(e, f"TEXT_{len(terminals) + 1}")
     if isinstance(e, Lit):
         return json.dumps(e.text, ensure_ascii=False) if e.text else '""'

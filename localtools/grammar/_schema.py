@@ -15,7 +15,7 @@ from typing import Any
 from .._errors import UnsupportedSchema
 from ._expr import Chars, Expr, Grammar, Lit, Ref, Repeat, alt, seq
 
-__all__ = ["LAYOUTS", "SchemaGrammar", "UnsupportedSchema", "layout_whitespace"]
+__all__ = ["LAYOUTS", "SchemaGrammar", "UnsupportedSchema", "layout_whitespace", "object_members"]
 
 LAYOUTS = ("compact", "natural")
 _INDENT = seq(Lit("\n"), Repeat(Chars(" \\t"), 0, 20))
@@ -178,43 +178,68 @@ class SchemaGrammar:
         return self._bracketed("[", body if lo > 0 else Repeat(body, 0, 1), "]")
 
     def _object(self, schema: dict[str, Any], name: str) -> Expr:
-        props: dict[str, Any] = dict(schema.get("properties") or {})
-        required = set(schema.get("required") or [])
-        extra = schema.get("additionalProperties")
-        missing = [k for k in schema.get("required") or [] if k not in props]
-        if missing:
-            if extra is False:
-                raise UnsupportedSchema(f"{name}: required keys {missing} are not in 'properties' and no other keys are allowed")
-            # Required but undescribed keys must be present; any JSON value will do (BFCL has these).
-            props.update({k: extra if isinstance(extra, dict) else {} for k in missing})
+        props, required, free = object_members(schema, name)
         if not props:
-            # An explicit empty "properties" means "no arguments" in tool specs; only an
-            # additionalProperties schema (or a bare {"type": "object"}) opens a free-form dict.
-            if extra is False or ("properties" in schema and extra in (None, False)):
+            if free is None:
                 return Lit("{}")
             # A free-form dict: string keys, values per additionalProperties (any JSON if unset).
-            value = self.rule(extra if isinstance(extra, dict) else {}, f"{name}-value")
+            value = self.rule(free, f"{name}-value")
             member = seq(self.string(), Lit(": "), value)
             return self._bracketed("{", Repeat(seq(member, Repeat(seq(self._comma, member))), 0, 1), "}")
-        keys = list(props)
-        members = [seq(Lit(json.dumps(k, ensure_ascii=False) + ": "), self.rule(props[k], f"{name}-{k}")) for k in keys]
-        # first[i]: keys i.. when none has been written yet; rest[i]: after one was written.
-        # One rule pair per key keeps the grammar linear in the number of keys.
-        first: list[Expr] = [Lit("")] * (len(keys) + 1)
-        rest: list[Expr] = [Lit("")] * (len(keys) + 1)
-        for i in range(len(keys) - 1, -1, -1):
+        members = [seq(Lit(json.dumps(k, ensure_ascii=False) + ": "), self.rule(v, f"{name}-{k}")) for k, v in props.items()]
+        return self._bracketed("{", self.members(name, members, [k in required for k in props], self._comma), "}")
+
+    def members(self, name: str, members: list[Expr], required: list[bool], comma: Expr) -> Expr:
+        """``members`` in order, each optional unless ``required``, ``comma`` between two."""
+        # first[i]: members i.. when none has been written yet; rest[i]: after one was written.
+        # One rule pair per member keeps the grammar linear in their number.
+        first: list[Expr] = [Lit("")] * (len(members) + 1)
+        rest: list[Expr] = [Lit("")] * (len(members) + 1)
+        for i in range(len(members) - 1, -1, -1):
             after = rest[i + 1]
-            with_key_rest = seq(self._comma, members[i], after)
+            with_key_rest = seq(comma, members[i], after)
             with_key_first = seq(members[i], after)
-            if keys[i] in required:
+            if required[i]:
                 rest[i] = with_key_rest
                 first[i] = with_key_first
             else:
                 rest[i] = self._named(f"{name}-r{i}", alt(with_key_rest, rest[i + 1]))
                 first[i] = self._named(f"{name}-f{i}", alt(with_key_first, first[i + 1]))
-        return self._bracketed("{", first[0], "}")
+        return first[0]
+
+    def resolve(self, schema: Any, name: str) -> Any:
+        """``schema`` with a local ``$ref`` followed (its definitions are remembered on the way)."""
+        if isinstance(schema, dict) and "$defs" in schema:
+            self._defs.update(schema["$defs"])
+        while isinstance(schema, dict) and "$ref" in schema:
+            target = schema["$ref"]
+            sub = self._defs.get(str(target).split("/")[-1]) if str(target).startswith(("#/$defs/", "#/definitions/")) else None
+            if sub is None:
+                raise UnsupportedSchema(f"{name}: $ref {target!r} has no local definition")
+            schema = sub
+        return schema
 
     def _named(self, base: str, expr: Expr) -> Expr:
         if isinstance(expr, Lit):
             return expr
         return self.g.add(self.g.unique_name(base), expr)
+
+
+def object_members(schema: dict[str, Any], name: str) -> tuple[dict[str, Any], set[str], Any]:
+    """(properties, required keys, the schema of a free-form dict's values or ``None``)."""
+    props: dict[str, Any] = dict(schema.get("properties") or {})
+    required = set(schema.get("required") or [])
+    extra = schema.get("additionalProperties")
+    missing = [k for k in schema.get("required") or [] if k not in props]
+    if missing:
+        if extra is False:
+            raise UnsupportedSchema(f"{name}: required keys {missing} are not in 'properties' and no other keys are allowed")
+        # Required but undescribed keys must be present; any JSON value will do (BFCL has these).
+        props.update({k: extra if isinstance(extra, dict) else {} for k in missing})
+    if props:
+        return props, required, None
+    # An explicit empty "properties" means "no arguments" in tool specs; only an
+    # additionalProperties schema (or a bare {"type": "object"}) opens a free-form dict.
+    if extra is False or ("properties" in schema and extra in (None, False)):
+        return {}, set(), None
+    return {}, set(), extra if isinstance(extra, dict) else {}

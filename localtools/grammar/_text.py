@@ -1,19 +1,45 @@
-"""The ``Text`` node: a text answer that can never be mistaken for a call, as rules (GBNF, the
-matcher's reference), as one Lark terminal (llguidance), and read in one pass (the matcher)."""
+"""The ``Text`` node (a text answer that can never be mistaken for a call) and the ``Until`` node
+(any text through a marker), each as rules (GBNF, the matcher's reference), as one Lark terminal
+(llguidance), and read in one pass (the matcher)."""
 
 from __future__ import annotations
 
 from ._chars import _class_escape, _regex_char
-from ._expr import Chars, Expr, Grammar, Lit, Ref, Repeat, Text, alt, seq
+from ._expr import Chars, Expr, Grammar, Lit, Ref, Repeat, Text, Until, alt, seq
 
-__all__ = ["expand_text", "text_ends", "text_terminal"]
+__all__ = ["expand_text", "expand_until", "text_ends", "text_terminal", "until_end", "until_terminal"]
+
+
+def _lit(s: str) -> str:
+    return "".join(_regex_char(ch) for ch in s)
+
+
+def until_terminal(node: Until) -> str:
+    # Ends with the marker and holds it nowhere else.
+    m = _lit(node.marker)
+    return f"/(?s:.*){m}/ & ~/(?s:.*){m}(?s:.+)/"
+
+
+def until_end(node: Until, text: str, pos: int) -> int | None:
+    """Where an ``Until`` starting at ``pos`` ends (just past its marker), if the marker occurs."""
+    i = text.find(node.marker, pos)
+    return None if i < 0 else i + len(node.marker)
+
+
+def expand_until(g: Grammar, node: Until) -> Expr:
+    """Rules for an ``Until`` node: one per automaton state of its marker; completing the marker ends it."""
+    auto = _Markers((node.marker,))
+    for i, state in enumerate(auto.states):
+        auto.names[state] = g.add(g.unique_name(f"until-{i}"), Lit("")).name
+    for state in auto.states:
+        last = [Lit(ch) for ch in auto.chars if auto.step(state, ch) is None]
+        g.add(auto.rule(state), alt(*_text_edges(auto, state, set()), *last))
+    return Ref(auto.rule(""))
 
 
 def text_terminal(text: Text) -> str:
     # llguidance terminals take & (and) and ~ (not): one lexeme instead of a rule per character.
-    def lit(s: str) -> str:
-        return "".join(_regex_char(ch) for ch in s)
-
+    lit = _lit
     parts = ["/(?s:.+)/", "~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/"]
     markers = [lit(m) for m in text.markers if m]
     if markers:

@@ -1,0 +1,210 @@
+"""Reading a call's arguments back into JSON from each syntax the grammar writes them in.
+
+``read_args(syntax, text, pos, schema)`` returns ``(arguments, end)``; it raises ``ValueError``
+saying what it expected where the text is not in the syntax. The schema (the tool's
+``parameters``, when known) types ``xml`` values, which are written without quotes.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from typing import Any
+
+from .grammar._syntax import GEMMA_QUOTE, XML_CLOSE
+
+__all__ = ["read_args"]
+
+_DECODER = json.JSONDecoder()
+_NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
+_PY_STRING = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\"""")
+
+
+def read_args(syntax: str, text: str, pos: int, schema: Any = None) -> tuple[dict[str, Any], int]:
+    if syntax == "json":
+        value, end = _DECODER.raw_decode(text, pos)
+        if not isinstance(value, dict):
+            raise ValueError(f"the arguments must be a JSON object, got {type(value).__name__}")
+        return value, end
+    if syntax == "xml":
+        return _read_xml(text, pos, schema)
+    if syntax == "python":
+        return _read_kwargs(text, pos)
+    if syntax == "gemma4":
+        value, end = _Gemma(text).value(pos)
+        if not isinstance(value, dict):
+            raise ValueError("the arguments must be a {key:value} object")
+        return value, end
+    raise ValueError(f"unknown argument syntax {syntax!r}")
+
+
+# -- xml ------------------------------------------------------------------------------------------
+def _read_xml(text: str, pos: int, schema: Any) -> tuple[dict[str, Any], int]:
+    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    out: dict[str, Any] = {}
+    while text.startswith("<parameter=", pos):
+        close = text.find(">", pos)
+        if close < 0:
+            raise ValueError("a <parameter= tag is not closed")
+        key = text[pos + len("<parameter="):close]
+        start = close + 1 + (text.startswith("\n", close + 1))
+        end = text.find(XML_CLOSE, start - 1)
+        if end < start - 1:
+            raise ValueError(f"parameter {key!r} has no {XML_CLOSE.strip()}")
+        out[key] = _xml_value(text[start:max(end, start)], props.get(key))
+        pos = end + len(XML_CLOSE)
+        pos += text.startswith("\n", pos)
+    return out, pos
+
+
+def _xml_value(raw: str, schema: Any) -> Any:
+    """A raw ``xml`` value, typed: a string stays as written; other types are read as the
+    template prints them (JSON, or Python's ``True`` / ``None``)."""
+    kinds = _types(schema)
+    if kinds == {"string"}:
+        return raw
+    try:
+        value = _WORDS[raw] if raw in _WORDS else json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    if kinds and "string" in kinds and not isinstance(value, (dict, list)) and _json_type(value) not in kinds:
+        return raw
+    return value
+
+
+def _types(schema: Any) -> set[str]:
+    if not isinstance(schema, dict):
+        return set()
+    if "enum" in schema or "const" in schema:
+        values: list[Any] = schema["enum"] if "enum" in schema else [schema.get("const")]
+        return {_json_type(v) for v in values}
+    kind = schema.get("type")
+    if isinstance(kind, str):
+        return {kind}
+    if isinstance(kind, list):
+        return {str(k) for k in kind}
+    return {t for s in schema.get("anyOf") or schema.get("oneOf") or [] for t in _types(s)}
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    return "null" if value is None else "array" if isinstance(value, list) else "object"
+
+
+# -- python ---------------------------------------------------------------------------------------
+class _Literal:
+    """Python literals, with JSON's spellings accepted too (``true``, ``null``, double quotes)."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+    def skip(self, pos: int) -> int:
+        while pos < len(self.text) and self.text[pos] in " \t\r\n":
+            pos += 1
+        return pos
+
+    def value(self, pos: int) -> tuple[Any, int]:
+        t = self.text
+        pos = self.skip(pos)
+        if pos >= len(t):
+            raise ValueError("a value was expected at the end of the text")
+        ch = t[pos]
+        if ch in "'\"":
+            m = _PY_STRING.match(t, pos)
+            if not m:
+                raise ValueError(f"a string opening at character {pos} is not closed")
+            return ast.literal_eval(m.group()), m.end()
+        if ch in "[(":
+            return self.items(pos + 1, "]" if ch == "[" else ")")
+        if ch == "{":
+            return self.mapping(pos + 1)
+        m = _NUMBER.match(t, pos)
+        if m:
+            return json.loads(m.group()), m.end()
+        m = _NAME.match(t, pos)
+        if m and m.group() in _WORDS:
+            return _WORDS[m.group()], m.end()
+        raise ValueError(f"no value at character {pos}: {t[pos:pos + 20]!r}")
+
+    def items(self, pos: int, close: str) -> tuple[list[Any], int]:
+        out: list[Any] = []
+        pos = self.skip(pos)
+        while not self.text.startswith(close, pos):
+            item, pos = self.value(pos)
+            out.append(item)
+            pos = self.skip(pos)
+            if self.text.startswith(",", pos):
+                pos = self.skip(pos + 1)
+            elif not self.text.startswith(close, pos):
+                raise ValueError(f"expected ',' or {close!r} at character {pos}")
+        return out, pos + 1
+
+    def mapping(self, pos: int) -> tuple[dict[str, Any], int]:
+        out: dict[str, Any] = {}
+        pos = self.skip(pos)
+        while not self.text.startswith("}", pos):
+            key, pos = self.value(pos)
+            pos = self.skip(pos)
+            if not self.text.startswith(":", pos):
+                raise ValueError(f"expected ':' at character {pos}")
+            out[str(key)], pos = self.value(pos + 1)
+            pos = self.skip(pos)
+            if self.text.startswith(",", pos):
+                pos = self.skip(pos + 1)
+            elif not self.text.startswith("}", pos):
+                raise ValueError(f"expected ',' or '}}' at character {pos}")
+        return out, pos + 1
+
+
+def _read_kwargs(text: str, pos: int) -> tuple[dict[str, Any], int]:
+    """``k=v, ...`` up to (not including) the closing parenthesis."""
+    lit = _Literal(text)
+    out: dict[str, Any] = {}
+    pos = lit.skip(pos)
+    while pos < len(text) and text[pos] != ")":
+        m = _NAME.match(text, pos)
+        if not m or not text.startswith("=", m.end()):
+            raise ValueError(f"expected a keyword argument (name=value) at character {pos}")
+        out[m.group()], pos = lit.value(m.end() + 1)
+        pos = lit.skip(pos)
+        if text.startswith(",", pos):
+            pos = lit.skip(pos + 1)
+        elif not text.startswith(")", pos):
+            raise ValueError(f"expected ',' or ')' at character {pos}")
+    return out, pos
+
+
+# -- gemma4 ---------------------------------------------------------------------------------------
+class _Gemma(_Literal):
+    """Gemma 4's values: ``<|"|>`` strings, bare keys, JSON's numbers and words."""
+
+    def value(self, pos: int) -> tuple[Any, int]:
+        if self.text.startswith(GEMMA_QUOTE, pos):
+            end = self.text.find(GEMMA_QUOTE, pos + len(GEMMA_QUOTE))
+            if end < 0:
+                raise ValueError(f"a {GEMMA_QUOTE} string opening at character {pos} is not closed")
+            return self.text[pos + len(GEMMA_QUOTE):end], end + len(GEMMA_QUOTE)
+        return super().value(pos)
+
+    def mapping(self, pos: int) -> tuple[dict[str, Any], int]:
+        out: dict[str, Any] = {}
+        while not self.text.startswith("}", pos):
+            m = _NAME.match(self.text, pos)
+            if not m or not self.text.startswith(":", m.end()):
+                raise ValueError(f"expected key: at character {pos}")
+            out[m.group()], pos = self.value(m.end() + 1)
+            if self.text.startswith(",", pos):
+                pos += 1
+            elif not self.text.startswith("}", pos):
+                raise ValueError(f"expected ',' or '}}' at character {pos}")
+        return out, pos + 1

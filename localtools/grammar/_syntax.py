@@ -1,0 +1,247 @@
+"""A call's arguments in the syntaxes other than a JSON object, from the same JSON Schema.
+
+- ``xml`` (Qwen3.5, Qwen3-Coder): one ``<parameter=K>`` block per argument; a string is written
+  raw up to its closing tag, any other value as templates print it (``4``, ``True``, JSON for
+  lists and objects);
+- ``python`` (LFM2): keyword arguments ``k=v`` of Python literals (``'text'``, ``True``, ``None``,
+  lists); an object argument is JSON, as templates print it;
+- ``gemma4``: ``{k:v,...}`` with bare keys in sorted order and strings in ``<|"|>`` quotes.
+
+Keys come in schema order (``gemma4``: sorted, as its template writes them); optional ones may be
+left out; no other keys are allowed. ``localtools._args`` reads each syntax back into JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from .._errors import UnsupportedSchema
+from ._expr import Chars, Expr, Lit, Ref, Repeat, Until, alt, seq
+from ._schema import SchemaGrammar, object_members
+
+__all__ = ["GEMMA_QUOTE", "XML_CLOSE", "args_rule", "python_literal"]
+
+#: What ends an ``xml`` parameter's value.
+XML_CLOSE = "\n</parameter>"
+#: Gemma 4's string quote.
+GEMMA_QUOTE = '<|"|>'
+_PY_CHAR = alt(Chars("^'\\\\\\n"), seq(Lit("\\"), Chars("^\\n")))
+_NAME_CHARS = Chars("a-zA-Z0-9_")
+
+
+def python_literal(value: Any) -> str:
+    """``value`` as a Python literal, the way a template's ``| string`` prints it."""
+    return repr(value)
+
+
+def args_rule(syntax: str, sg: SchemaGrammar, schema: Any, hint: str) -> Expr:
+    """The rule for a call's arguments (the tool's ``parameters`` schema) in ``syntax``."""
+    schema = sg.resolve(schema or {"type": "object", "properties": {}}, hint)
+    if syntax == "json":
+        return sg.rule(schema, hint)
+    if not isinstance(schema, dict) or (schema.get("type", "object") != "object" and "properties" not in schema):
+        raise UnsupportedSchema(f"{hint}: {syntax} arguments need an object schema, got {schema!r}")
+    if syntax == "xml":
+        return _Xml(sg).arguments(schema, hint)
+    if syntax == "python":
+        return _Python(sg).arguments(schema, hint)
+    if syntax == "gemma4":
+        return _Gemma(sg).value(schema, hint)
+    raise UnsupportedSchema(f"{hint}: unknown argument syntax {syntax!r}")
+
+
+def _kind(schema: Any) -> str | None:
+    """The one JSON type a schema's values have, if it says (enums and consts included)."""
+    if not isinstance(schema, dict):
+        return None
+    values = schema["enum"] if "enum" in schema else [schema["const"]] if "const" in schema else None
+    if values is not None:
+        kinds = {"string" if isinstance(v, str) else "other" for v in values}
+        return "string" if kinds == {"string"} else None
+    kind = schema.get("type")
+    if kind is None and "properties" in schema:
+        return "object"
+    return kind if isinstance(kind, str) else None
+
+
+def _choices(schema: dict[str, Any]) -> list[Any] | None:
+    return schema["enum"] if "enum" in schema else [schema["const"]] if "const" in schema else None
+
+
+class _Xml:
+    def __init__(self, sg: SchemaGrammar) -> None:
+        self.sg = sg
+
+    def arguments(self, schema: dict[str, Any], hint: str) -> Expr:
+        props, required, free = object_members(schema, hint)
+        if not props:
+            if free is None:
+                return Lit("")
+            name = Repeat(_NAME_CHARS, 1, 64)
+            block = seq(Lit("<parameter="), name, Lit(">\n"), Until(XML_CLOSE), Lit("\n"))
+            return Repeat(block, 0, None)
+        blocks = [seq(Lit(f"<parameter={k}>\n"), self.value(self.sg.resolve(v, f"{hint}-{k}"), f"{hint}-{k}"))
+                  for k, v in props.items()]
+        # No separator: each block ends with its own line break.
+        return self.sg.members(hint, blocks, [k in required for k in props], Lit(""))
+
+    def value(self, schema: Any, hint: str) -> Expr:
+        """A value and its closing tag."""
+        close = Lit(XML_CLOSE + "\n")
+        schema = self.sg.resolve(schema, hint)
+        kind = _kind(schema)
+        choices = _choices(schema) if isinstance(schema, dict) else None
+        if choices is not None:
+            return alt(*(Lit(_xml_text(v) + XML_CLOSE + "\n") for v in choices))
+        if isinstance(schema, dict):
+            for key in ("anyOf", "oneOf"):
+                if key in schema:
+                    base = {k: v for k, v in schema.items() if k not in (key, "description", "default", "title")}
+                    return alt(*(self.value({**base, **s} if isinstance(s, dict) else s, f"{hint}-{i}")
+                                 for i, s in enumerate(schema[key])))
+            if isinstance(schema.get("type"), list):
+                return alt(*(self.value({**schema, "type": t}, f"{hint}-{t}") for t in schema["type"]))
+        if kind == "integer":
+            return seq(self.sg.integer(), close)
+        if kind == "number":
+            return seq(self.sg.number(), close)
+        if kind == "boolean":
+            return seq(alt(Lit("True"), Lit("False"), Lit("true"), Lit("false")), close)
+        if kind == "null":
+            return seq(alt(Lit("None"), Lit("null")), close)
+        if kind in ("array", "object"):
+            return seq(self.sg.rule(schema, hint), close)
+        # A string, or a value of no single type: raw text, typed when read back.
+        return seq(Until(XML_CLOSE), Lit("\n"))
+
+
+def _xml_text(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (bool, type(None), int, float)):
+        return python_literal(value)
+    return json.dumps(value, ensure_ascii=False)
+
+
+class _Python:
+    def __init__(self, sg: SchemaGrammar) -> None:
+        self.sg = sg
+        self.comma = Lit(", ")
+
+    def string(self) -> Ref:
+        return self.sg._prim("py-string", seq(Lit("'"), Repeat(_PY_CHAR), Lit("'")))
+
+    def arguments(self, schema: dict[str, Any], hint: str) -> Expr:
+        props, required, free = object_members(schema, hint)
+        if not props:
+            if free is None:
+                return Lit("")
+            member = seq(Repeat(_NAME_CHARS, 1, 64), Lit("="), self.value(free, f"{hint}-value"))
+            return Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1)
+        members = [seq(Lit(f"{k}="), self.value(v, f"{hint}-{k}")) for k, v in props.items()]
+        return self.sg.members(hint, members, [k in required for k in props], self.comma)
+
+    def value(self, schema: Any, hint: str) -> Expr:
+        schema = self.sg.resolve(schema, hint)
+        kind = _kind(schema)
+        choices = _choices(schema) if isinstance(schema, dict) else None
+        if choices is not None:
+            return alt(*(Lit(python_literal(v)) for v in choices))
+        if kind == "string":
+            return self.string()
+        if kind == "integer":
+            return self.sg.integer()
+        if kind == "number":
+            return self.sg.number()
+        if kind == "boolean":
+            return alt(Lit("True"), Lit("False"))
+        if kind == "null":
+            return Lit("None")
+        if kind == "array" and isinstance(schema, dict):
+            item = self.value(schema.get("items", {}), f"{hint}-item")
+            lo, hi = int(schema.get("minItems", 0)), schema.get("maxItems")
+            rest = Repeat(seq(self.comma, item), max(lo - 1, 0), None if hi is None else max(int(hi) - 1, 0))
+            body = seq(item, rest)
+            return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
+        # Objects are printed as JSON (``| tojson``), as is anything without one type.
+        return self.sg.rule(schema, hint)
+
+
+class _Gemma:
+    def __init__(self, sg: SchemaGrammar) -> None:
+        self.sg = sg
+        self.comma = Lit(",")
+
+    def string(self) -> Ref:
+        return self.sg._prim("gemma-string", seq(Lit(GEMMA_QUOTE), Until(GEMMA_QUOTE)))
+
+    def any_value(self) -> Ref:
+        if "gemma-value" not in self.sg.g.rules:
+            self.sg.g.add("gemma-value", Lit(""))  # recursive: filled below
+            value = Ref("gemma-value")
+            member = seq(Repeat(_NAME_CHARS, 1, 64), Lit(":"), value)
+            obj = seq(Lit("{"), Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1), Lit("}"))
+            arr = seq(Lit("["), Repeat(seq(value, Repeat(seq(self.comma, value))), 0, 1), Lit("]"))
+            self.sg.g.rules["gemma-value"] = alt(obj, arr, self.string(), self.sg.number(), Lit("true"), Lit("false"),
+                                                 Lit("None"), Lit("null"))
+        return Ref("gemma-value")
+
+    def value(self, schema: Any, hint: str) -> Expr:
+        schema = self.sg.resolve(schema, hint)
+        if not isinstance(schema, dict) or schema in ({}, True):
+            return self.any_value()
+        choices = _choices(schema)
+        if choices is not None:
+            return alt(*(Lit(_gemma_literal(v)) for v in choices))
+        for key in ("anyOf", "oneOf"):
+            if key in schema:
+                return alt(*(self.value(s, f"{hint}-{i}") for i, s in enumerate(schema[key])))
+        kind = schema.get("type")
+        if isinstance(kind, list):
+            return alt(*(self.value({**schema, "type": t}, f"{hint}-{t}") for t in kind))
+        if kind is None and "properties" in schema:
+            kind = "object"
+        if kind == "string":
+            return self.string()
+        if kind == "integer":
+            return self.sg.integer()
+        if kind == "number":
+            return self.sg.number()
+        if kind == "boolean":
+            return alt(Lit("true"), Lit("false"))
+        if kind == "null":
+            return alt(Lit("None"), Lit("null"))
+        if kind == "array":
+            item = self.value(schema.get("items", {}), f"{hint}-item")
+            lo, hi = int(schema.get("minItems", 0)), schema.get("maxItems")
+            rest = Repeat(seq(self.comma, item), max(lo - 1, 0), None if hi is None else max(int(hi) - 1, 0))
+            body = seq(item, rest)
+            return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
+        if kind == "object":
+            props, required, free = object_members(schema, hint)
+            if not props:
+                if free is None:
+                    return Lit("{}")
+                member = seq(Repeat(_NAME_CHARS, 1, 64), Lit(":"), self.value(free, f"{hint}-value"))
+                return seq(Lit("{"), Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1), Lit("}"))
+            # Gemma 4's template writes keys sorted, case aside.
+            keys = sorted(props, key=str.lower)
+            members = [seq(Lit(f"{k}:"), self.value(props[k], f"{hint}-{k}")) for k in keys]
+            body = self.sg.members(hint, members, [k in required for k in keys], self.comma)
+            return seq(Lit("{"), body, Lit("}"))
+        return self.any_value()
+
+
+def _gemma_literal(value: Any) -> str:
+    if isinstance(value, str):
+        return GEMMA_QUOTE + value + GEMMA_QUOTE
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "None"
+    if isinstance(value, list):
+        return "[" + ",".join(_gemma_literal(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{k}:{_gemma_literal(value[k])}" for k in sorted(value, key=str.lower)) + "}"
+    return json.dumps(value)

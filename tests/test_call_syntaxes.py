@@ -1,0 +1,94 @@
+"""Every call syntax round-trips: what a family's template renders for an assistant's calls (its
+official template renders the same bytes: test_official_templates.py) is in the language of our
+grammar for that request, and the parser reads it back into the same calls and JSON arguments."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from localtools import families, get_family
+from localtools._families import Family
+from localtools._prompt import render
+from localtools._reply import reasoning_mode, reply_format
+from localtools._template_check import CONVERSATIONS, TOOLS
+from localtools.grammar import matches
+
+#: Families whose official template does not render an assistant's calls at all (they leave
+#: them out of the history), so there is nothing to read back.
+NO_CALLS_RENDERED = {"granite", "smollm3"}
+FAMILIES = [n for n in families() if n not in NO_CALLS_RENDERED]
+TURNS = [(label, k) for label, messages in CONVERSATIONS for k, m in enumerate(messages) if m.get("tool_calls")]
+
+
+_TOKENS: dict[str, Any] = {"bos_token": "<s>", "eos_token": "</s>"}
+
+
+def reply_after_prompt(family: Family, messages: list[dict[str, Any]], k: int, **variables: Any) -> tuple[str, str]:
+    """(prompt, reply): the prompt for turn ``k`` and what the template writes after it for that turn."""
+    source = family.template_source()
+    prompt = render(source, messages[:k], TOOLS, **_TOKENS, **variables).text
+    history = render(source, messages[:k + 1], TOOLS, add_generation_prompt=False, **_TOKENS, **variables).text
+    shared = next((i for i, (a, b) in enumerate(zip(prompt, history, strict=False)) if a != b), len(prompt))
+    # Back to the end of a tag or line: "<|channel>" and "<|tool_call>" share "<|".
+    while shared and history[shared - 1] not in "\n>]":
+        shared -= 1
+    turn = history[shared:]
+    ends = [i for stop in family.stop if (i := turn.find(stop)) >= 0]
+    return prompt, turn[:min(ends)] if ends else turn
+
+
+def expected_calls(message: dict[str, Any]) -> list[tuple[str, Any]]:
+    return [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in message["tool_calls"]]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize(("label", "k"), TURNS, ids=[f"{label}-{k}" for label, k in TURNS])
+def test_rendered_calls_parse_back_and_are_in_the_grammar(family: str, label: str, k: int) -> None:
+    fam = get_family(family)
+    messages = dict(CONVERSATIONS)[label]
+    expected = expected_calls(messages[k])
+    if len(expected) > 1 and not fam.parallel:
+        pytest.skip(f"{family} makes one call a turn")
+    # The syntax alone: no reasoning (test_reasoning_then_calls_as_templates_render_them has it).
+    messages = [{key: v for key, v in m.items() if key != "reasoning_content"} for m in messages]
+    prompt, reply = reply_after_prompt(fam, messages, k, enable_thinking=False)
+    if messages[k - 1]["content"] in reply:
+        pytest.skip(f"{family}'s template writes the last user turn differently once an answer follows "
+                    "(the system message goes into the last user turn)")
+    assert reasoning_mode(fam, prompt, thinking=False) == ""
+    for choice in ("auto", "required"):
+        fmt = reply_format(fam, TOOLS, choice)
+        assert fmt.grammar is not None and matches(fmt.grammar, reply), f"{family} ({choice}): {reply!r}"
+        parsed = fmt.parse(reply)
+        assert [(c.name, c.arguments) for c in parsed.tool_calls] == expected, reply
+        assert parsed.content == ""
+
+
+REASONING = [n for n in families() if get_family(n).reasoning_start and n not in NO_CALLS_RENDERED]
+
+
+@pytest.mark.parametrize("family", REASONING)
+def test_reasoning_then_calls_as_templates_render_them(family: str) -> None:
+    # The turn after the question, as the template writes it: reasoning (or the empty block
+    # that stands for none), then the calls. The reasoning is kept apart and never read for calls.
+    fam = get_family(family)
+    messages = dict(CONVERSATIONS)["reasoning in earlier turns"]
+    prompt, reply = reply_after_prompt(fam, messages, 1, enable_thinking=True)
+    if fam.reasoning_end not in reply:
+        pytest.skip(f"{family}'s template leaves reasoning out of the history")
+    mode = reasoning_mode(fam, prompt, thinking=True)
+    fmt = reply_format(fam, TOOLS, "auto", reasoning=mode)
+    assert fmt.grammar is not None and matches(fmt.grammar, reply), f"{family} ({mode}): {reply!r}"
+    parsed = fmt.parse(reply)
+    assert [(c.name, c.arguments) for c in parsed.tool_calls] == expected_calls(messages[1])
+    assert parsed.content == ""
+    assert parsed.reasoning in ("", "The user wants Oslo's weather.")
+
+
+def test_the_round_trip_covers_every_syntax() -> None:
+    syntaxes = {(get_family(n).call_style, get_family(n).args_syntax) for n in FAMILIES}
+    assert {s for _, s in syntaxes} == {"json", "xml", "python", "gemma4"}
+    assert {c for c, _ in syntaxes} == {"tagged", "marker", "bare", "pattern"}
