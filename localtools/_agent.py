@@ -82,6 +82,8 @@ class StepTrace:
     #: More than 1 when a call cut by max_tokens was generated again with a repeat penalty.
     attempts: int = 1
     raw: str = ""
+    #: The model's reasoning this step, apart from its answer and calls.
+    reasoning: str = ""
     calls: list[CallTrace] = field(default_factory=list)
     error: str | None = None
 
@@ -158,6 +160,8 @@ class Agent:
         allow: Sequence[str] | None = None,
         approve: Approver | None = None,
         on_step: Callable[[StepTrace], None] | None = None,
+        thinking: bool | None = None,
+        reasoning_budget: int | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -174,6 +178,8 @@ class Agent:
         self.allow = allow
         self.approve = approve
         self.on_step = on_step
+        self.thinking = thinking
+        self.reasoning_budget = reasoning_budget
 
     def run(self, question: str | list[dict[str, Any]]) -> RunResult:
         """Synchronous ``arun``; inside a running event loop use ``await agent.arun(...)``."""
@@ -239,6 +245,8 @@ class Agent:
                 constrained=self.constrained,
                 max_tokens=self.max_tokens,
                 temperature=self.temperature,
+                thinking=self.thinking,
+                reasoning_budget=self.reasoning_budget,
             )
         except (ToolCallParseError, GenerationTruncated) as exc:
             st.error, st.raw = str(exc), exc.raw
@@ -252,7 +260,7 @@ class Agent:
             messages.append({"role": "user", "content": _feedback(exc)})
             return None
         st.prompt_tokens, st.completion_tokens = result.prompt_tokens, result.completion_tokens
-        st.latency, st.raw = result.latency, result.raw
+        st.latency, st.raw, st.reasoning = result.latency, result.raw, result.reasoning
         st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
         st.attempts = result.attempts
         return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import warnings
 from typing import Any
 
 from .grammar._syntax import GEMMA_QUOTE, XML_CLOSE
@@ -123,7 +124,9 @@ class _Literal:
             m = _PY_STRING.match(t, pos)
             if not m:
                 raise ValueError(f"a string opening at character {pos} is not closed")
-            return ast.literal_eval(m.group()), m.end()
+            with warnings.catch_warnings():  # an unknown escape ('\d') stands for itself, as Python reads it
+                warnings.simplefilter("ignore")
+                return ast.literal_eval(m.group()), m.end()
         if ch in "[(":
             return self.items(pos + 1, "]" if ch == "[" else ")")
         if ch == "{":

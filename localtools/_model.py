@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ._errors import GenerationTruncated, TemplateError
+from ._errors import GenerationTruncated, TemplateError, UsageError
 from ._families import Family, detect_family, get_family
 from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
@@ -125,6 +125,8 @@ class Model:
         ``template_kwargs``."""
         specs = _specs(tools)
         variables = dict(template_kwargs or {})
+        if reserved := sorted(set(variables) & {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}):
+            raise UsageError(f"template_kwargs may not set {', '.join(reserved)}: render sets them")
         if thinking is not None:
             variables["enable_thinking"] = thinking
         fam = self.family

@@ -187,9 +187,10 @@ def reply_format(
 
 
 def _with_prefix(grammar: Grammar, prefix: Any) -> Grammar:
-    """``grammar`` with ``prefix`` before what its root matches."""
-    rules = dict(grammar.rules)
-    g = Grammar(rules, grammar.root, grammar.reserved)
-    root = g.unique_name("reply")
-    g.add(root, seq(prefix, Ref(grammar.root)))
-    return Grammar(g.rules, root, grammar.reserved)
+    """``grammar`` with ``prefix`` before what its root matches. The root keeps its name: GBNF
+    engines (llama.cpp, xgrammar) start at the rule named "root"."""
+    g = Grammar(dict(grammar.rules), grammar.root, grammar.reserved)
+    answer = g.unique_name("answer")
+    g.rules[answer] = g.rules.pop(grammar.root)
+    g.add(grammar.root, seq(prefix, Ref(answer)))
+    return g

@@ -106,6 +106,13 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--trace", metavar="FILE", help="write the per-step trace as JSON lines")
     run.add_argument("--yes", action="store_true", help="approve destructive tools without asking")
     run.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
+    think = run.add_mutually_exclusive_group()
+    think.add_argument("--think", dest="thinking", action="store_true", default=None,
+                       help="thinking families (qwen3, deepseek-r1, ...): reason before answering (shown dimmed)")
+    think.add_argument("--no-think", dest="thinking", action="store_false",
+                       help="thinking families: answer without reasoning")
+    run.add_argument("--reasoning-budget", type=int, metavar="N",
+                     help="thinking families: close the reasoning after N tokens and answer")
 
     render = sub.add_parser("render", help="print the exact prompt and grammar a model would get",
                             description="Render QUESTION with the tools as the model would see it, then the grammar.")
@@ -241,6 +248,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     def show(step: StepTrace) -> None:
         if args.quiet:
             return
+        if step.reasoning:
+            # Dimmed on a terminal: the reasoning is the model's, not the answer.
+            dim, plain = ("\x1b[2m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
+            print(f"{dim}… {step.reasoning}{plain}", flush=True)
         if step.error:
             print(f"! step {step.step}: {step.error}", flush=True)
         for call in step.calls:
@@ -258,6 +269,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens,
         approve=_approver(args.yes),
         on_step=show,
+        thinking=args.thinking,
+        reasoning_budget=args.reasoning_budget,
     )
     try:
         result = agent.run(args.question)
@@ -300,8 +313,10 @@ def _cmd_templates(args: argparse.Namespace) -> int:
         return _check_template(args.family, args.against)
     for fam in families().values():
         aliases = f" (aliases: {', '.join(fam.aliases)})" if fam.aliases else ""
+        thinks = f"  reasoning: {fam.reasoning_start}…{fam.reasoning_end}" if fam.reasoning_start else ""
         print(f"{fam.name}{aliases}\n  template: {fam.template}  grammar: {fam.grammar}  "
-              f"calls: {fam.call_start}…{fam.call_end or ''}  parallel: {'yes' if fam.parallel else 'no'}")
+              f"calls: {fam.call_start}…{fam.call_end or ''}  arguments: {fam.args_syntax}  "
+              f"parallel: {'yes' if fam.parallel else 'no'}{thinks}")
     return 0
 
 

@@ -108,7 +108,9 @@ def test_lark_and_regex_snapshots() -> None:
                                   layout="compact")
     assert build_grammar(singles, [CUSTOMER], "auto").to_lark().endswith(
         "TEXT_1: /(?s:.+)/ & ~/[\\x{0}-\\x{20}\\x{60}](?s:.*)/ & "
-        "~/(?s:.*)(?:\\x{3C}tool\\x{5F}call\\x{3E}|\\x{60}\\x{60}\\x{60}json\\x{A}\\x{7B})(?s:.*)/ & "
+        # Nor the stop strings: an engine reading an end-of-turn token as its text could end it at once.
+        "~/(?s:.*)(?:\\x{3C}tool\\x{5F}call\\x{3E}|\\x{3C}\\x{7C}endoftext\\x{7C}\\x{3E}|"
+        "\\x{3C}\\x{7C}im\\x{5F}end\\x{7C}\\x{3E}|\\x{60}\\x{60}\\x{60}json\\x{A}\\x{7B})(?s:.*)/ & "
         "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer|\\x{7B}\\x{20}|\\x{7B}\\x{A}|\\x{7B}\\x{9}|"
         "\\x{7B}\\x{D})(?s:.*)/\n"
     )
@@ -169,3 +171,21 @@ def test_engines_agree_on_text_through_a_marker() -> None:
         for text in texts:
             assert accepts(text) == matches(g, text), f"{name} disagrees with the grammar on {text!r}"
     assert [matches(g, t) for t in texts] == [True, True, True, False, False, False, True, True]
+
+
+@pytest.mark.parametrize("mode", ["may", "must", "open"])
+def test_engines_agree_on_reasoning_then_the_answer(mode: str) -> None:
+    # GBNF engines start at the rule named "root": the reasoning must be part of it.
+    from localtools._reply import reply_format
+
+    fmt = reply_format(get_family("qwen3"), [CUSTOMER], "auto", reasoning=mode)
+    assert fmt.grammar is not None and fmt.grammar.to_gbnf().startswith("root ::= ")
+    call = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "c1"}}\n</tool_call>'
+    opening = "" if mode == "open" else "<think>"
+    texts = [f"{opening}I should look.</think>\n\n{call}", f"{opening}x</think>\n\nThe plan is pro.", call,
+             "The plan is pro.", f"{opening}x</think>\n\n\n\n\nnope", f"{opening}a <tool_call> draft</think>{call}",
+             f"{opening}unfinished", f"{opening}x</think>\n\nThe plan <think> is pro."]
+    for name, accepts in engines(fmt.grammar).items():
+        for text in texts:
+            assert accepts(text) == matches(fmt.grammar, text), f"{name} disagrees with the grammar on {text!r}"
+    assert matches(fmt.grammar, texts[0]) and not matches(fmt.grammar, texts[6])

@@ -296,3 +296,11 @@ def test_text_never_opens_with_whitespace_a_marker_starts_with() -> None:
     grammar = Grammar({"root": Text((" <call>",))})
     for g in (grammar, grammar.lowered()):
         assert not matches(g, " hi") and matches(g, "hi there") and not matches(g, "hi <call>")
+
+
+def test_text_never_holds_a_stop_string() -> None:
+    # Generation ends at a stop string; a text answer holding one, or made of the end-of-turn
+    # token's text (what xgrammar reads it as), would be an answer cut before it starts.
+    g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto")
+    assert matches(g, "The plan is pro.")
+    assert not matches(g, "<|im_end|>") and not matches(g, "Pro.<|endoftext|>")

@@ -367,3 +367,27 @@ def test_native_peer_answers_with_the_models_own_template() -> None:
     assert not peer._model.family.parallel_hint and not peer._model.family.result_hint
     with pytest.raises(PeerError, match="own chat template ignores tools"):
         NativePeer(resolve_model("smollm2-135m")[0])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_thinking_path_on_qwen_with_the_qwen3_family(models: Models, backend: str) -> None:
+    # No thinking weights exist offline: Qwen2.5-Coder-0.5B under the qwen3 family, thinking on,
+    # runs the mechanics: the grammar opens <think>, the model thinks freely, the budget closes the
+    # thought, and the answer is constrained after it.
+    model = Model(models("qwen2.5-coder-0.5b", backend).backend, family="qwen3")
+    question = [{"role": "user", "content": "What subscription plan is customer cust-1001 using?"}]
+    specs = [get_customer.spec()]
+    for choice in ("required", "auto"):
+        result = model.chat(question, specs, tool_choice=choice, thinking=True, reasoning_budget=16, max_tokens=200)
+        assert result.reasoning, result.raw
+        assert result.raw.startswith("<think>") and "</think>" in result.raw
+        assert "<think>" not in result.content and "</think>" not in result.content
+        assert_valid(result, specs)
+        if choice == "required":
+            assert [c.name for c in result.tool_calls] == ["get_customer"], result.raw
+        else:
+            assert result.tool_calls or result.content, result.raw
+    # The first turn must call (the 0.5B model, pushed to think, may answer anything under "auto").
+    agent = Agent(model, [get_customer], tool_choice="required", thinking=True, reasoning_budget=16)
+    run = agent.run("What subscription plan is customer cust-1001 using?")
+    assert run.trace[0].reasoning and [c.name for c in run.trace[0].calls] == ["get_customer"]

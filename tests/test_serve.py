@@ -376,3 +376,55 @@ def test_a_non_ascii_api_key_matches() -> None:
                                      headers={b"authorization": "Bearer clé-secrète".encode()})
 
     assert asyncio.run(go()).status_code == 200
+
+
+def thinking_app(replies: list[Any]) -> tuple[Any, ScriptedBackend]:
+    backend = ScriptedBackend(replies)
+    return create_app(Model(backend, family="qwen3"), ServerConfig(model_name="scripted-model")), backend
+
+
+def test_reasoning_comes_back_as_reasoning_content_apart_from_the_calls() -> None:
+    app, _ = thinking_app([f"<think>\nParis, so call it.\n</think>\n\n{CALL}"])
+    message = post(app, {"messages": USER, "tools": [WEATHER]}).json()["choices"][0]["message"]
+    assert message["reasoning_content"] == "Paris, so call it."
+    assert message["content"] is None and json.loads(message["tool_calls"][0]["function"]["arguments"]) == {"city": "Paris"}
+
+
+def test_reasoning_streams_as_reasoning_deltas_before_the_content() -> None:
+    app, _ = thinking_app(["<think>\nEasy.\n</think>\n\nIt is sunny."])
+    res = post(app, {"messages": USER, "stream": True})
+    chunks = [json.loads(line[6:]) for line in res.text.splitlines() if line.startswith("data: {")]
+    deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
+    reasoning = "".join(d.get("reasoning_content", "") for d in deltas)
+    content = "".join(d.get("content") or "" for d in deltas)
+    assert reasoning == "Easy." and content == "It is sunny."
+    first_content = next(i for i, d in enumerate(deltas) if d.get("content"))
+    assert all("reasoning_content" not in d for d in deltas[first_content:])
+
+
+def test_chat_template_kwargs_and_the_reasoning_budget_reach_the_model() -> None:
+    app, backend = thinking_app(["It is sunny."])
+    res = post(app, {"messages": USER, "chat_template_kwargs": {"enable_thinking": False}})
+    assert res.status_code == 200 and res.json()["choices"][0]["message"]["content"] == "It is sunny."
+    assert backend.prompts[-1].text.endswith("<think>\n\n</think>\n\n")
+    app, backend = thinking_app(["<think>\n" + "so on " * 20 + "</think>", "\n\nIt is sunny."])
+    res = post(app, {"messages": USER, "reasoning_budget": 12})
+    assert res.json()["choices"][0]["message"]["reasoning_content"] == ("<think>\n" + "so on " * 20)[8:12].strip()
+    # An earlier turn's reasoning comes back in the history; the template decides what to keep.
+    history = [*USER, {"role": "assistant", "content": "Sunny.", "reasoning_content": "Easy."}, *USER]
+    app, backend = thinking_app(["Still sunny."])
+    assert post(app, {"messages": history}).status_code == 200
+
+
+@pytest.mark.parametrize(("body", "field"), [
+    ({"chat_template_kwargs": []}, "chat_template_kwargs"),
+    ({"chat_template_kwargs": {"messages": []}}, "chat_template_kwargs"),
+    ({"chat_template_kwargs": {"enable_thinking": "no"}}, "chat_template_kwargs"),
+    ({"reasoning_budget": 0}, "reasoning_budget"),
+    ({"reasoning_budget": True}, "reasoning_budget"),
+    ({"messages": [{"role": "assistant", "content": "x", "reasoning_content": 3}, *USER]}, "messages[0].reasoning_content"),
+])
+def test_bad_reasoning_options_are_400_naming_the_field(body: dict[str, Any], field: str) -> None:
+    app, _ = thinking_app([])
+    res = post(app, {"messages": USER, **body})
+    assert res.status_code == 400 and res.json()["error"]["param"] == field

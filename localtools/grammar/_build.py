@@ -125,8 +125,12 @@ def _text(family: Family, tools: list[dict[str, Any]]) -> Expr:
 
 @lru_cache(maxsize=32)
 def _markers(family: Family) -> tuple[str, ...]:
-    """What text never holds: the call marker and the openings of the marked call forms."""
-    openings = {family.call_start, *_marked_forms(family, _family_grammar(family)).values()}
+    """What text never holds: the call marker, the openings of the marked call forms, the
+    reasoning tags (reasoning goes only where the grammar puts it, before the answer) and the stop
+    strings. A mask engine that reads an end-of-turn token as its text ("<|im_end|>", which xgrammar
+    does) would otherwise let a text answer end before its first character."""
+    openings = {family.call_start, *_marked_forms(family, _family_grammar(family)).values(),
+                *(t for t in (family.reasoning_start, family.reasoning_end) if t), *family.stop}
     # An opening that holds another (the tag and a newline after it) is found by that one.
     return tuple(sorted(m for m in openings if not any(o != m and o in m for o in openings)))
 

@@ -16,6 +16,9 @@ __all__ = ["to_gbnf", "to_lark", "to_regex"]
 
 def to_gbnf(grammar: Grammar) -> str:
     """llama.cpp's GBNF, reachable rules only, root first."""
+    if grammar.root != "root":
+        # GBNF engines start at the rule named "root", whatever comes first.
+        raise ValueError(f"a grammar rendered as GBNF needs its start rule named 'root', not {grammar.root!r}")
     g = grammar.lowered()
     return "\n".join(f"{name} ::= {_gbnf(g.rules[name], top=True)}" for name in g.reachable()) + "\n"
 

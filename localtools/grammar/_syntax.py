@@ -14,6 +14,7 @@ left out; no other keys are allowed. ``localtools._args`` reads each syntax back
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from .._errors import UnsupportedSchema
@@ -26,7 +27,8 @@ __all__ = ["GEMMA_QUOTE", "XML_CLOSE", "args_rule", "python_literal"]
 XML_CLOSE = "\n</parameter>"
 #: Gemma 4's string quote.
 GEMMA_QUOTE = '<|"|>'
-_PY_CHAR = alt(Chars("^'\\\\\\n"), seq(Lit("\\"), Chars("^\\n")))
+# Escapes Python reads without a warning; any other character stands for itself.
+_PY_CHAR = alt(Chars("^'\\\\\\n"), seq(Lit("\\"), Chars("'\"\\\\nrt0")))
 _NAME_CHARS = Chars("a-zA-Z0-9_")
 
 
@@ -63,6 +65,14 @@ def _kind(schema: Any) -> str | None:
     if kind is None and "properties" in schema:
         return "object"
     return kind if isinstance(kind, str) else None
+
+
+def _bounds(schema: Any) -> tuple[int, int | None] | None:
+    """A string schema's (minLength, maxLength), if it sets either."""
+    if not isinstance(schema, dict) or ("minLength" not in schema and "maxLength" not in schema):
+        return None
+    hi = schema.get("maxLength")
+    return int(schema.get("minLength") or 0), None if hi is None else int(hi)
 
 
 def _choices(schema: dict[str, Any]) -> list[Any] | None:
@@ -112,6 +122,10 @@ class _Xml:
             return seq(alt(Lit("None"), Lit("null")), close)
         if kind in ("array", "object"):
             return seq(self.sg.rule(schema, hint), close)
+        if kind == "string" and (bounds := _bounds(schema)) is not None:
+            # Counted characters cannot also be kept from spelling the closing tag: a string of
+            # bounded length is one line.
+            return seq(Repeat(Chars("^\\n"), *bounds), close)
         # A string, or a value of no single type: raw text, typed when read back.
         return seq(Until(XML_CLOSE), Lit("\n"))
 
@@ -148,22 +162,12 @@ class _Python:
         choices = _choices(schema) if isinstance(schema, dict) else None
         if choices is not None:
             return alt(*(Lit(python_literal(v)) for v in choices))
-        if kind == "string":
-            return self.string()
-        if kind == "integer":
-            return self.sg.integer()
-        if kind == "number":
-            return self.sg.number()
-        if kind == "boolean":
-            return alt(Lit("True"), Lit("False"))
-        if kind == "null":
-            return Lit("None")
+        scalar = _scalar(self.sg, kind, schema, self.string(), lambda lo, hi: seq(Lit("'"), Repeat(_PY_CHAR, lo, hi), Lit("'")),
+                         {"boolean": alt(Lit("True"), Lit("False")), "null": Lit("None")})
+        if scalar is not None:
+            return scalar
         if kind == "array" and isinstance(schema, dict):
-            item = self.value(schema.get("items", {}), f"{hint}-item")
-            lo, hi = int(schema.get("minItems", 0)), schema.get("maxItems")
-            rest = Repeat(seq(self.comma, item), max(lo - 1, 0), None if hi is None else max(int(hi) - 1, 0))
-            body = seq(item, rest)
-            return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
+            return _array(self.value(schema.get("items", {}), f"{hint}-item"), schema, self.comma)
         # Objects are printed as JSON (``| tojson``), as is anything without one type.
         return self.sg.rule(schema, hint)
 
@@ -202,22 +206,14 @@ class _Gemma:
             return alt(*(self.value({**schema, "type": t}, f"{hint}-{t}") for t in kind))
         if kind is None and "properties" in schema:
             kind = "object"
-        if kind == "string":
-            return self.string()
-        if kind == "integer":
-            return self.sg.integer()
-        if kind == "number":
-            return self.sg.number()
-        if kind == "boolean":
-            return alt(Lit("true"), Lit("false"))
-        if kind == "null":
-            return alt(Lit("None"), Lit("null"))
+        # A string of bounded length holds no "<", so it cannot spell the closing quote.
+        scalar = _scalar(self.sg, kind, schema, self.string(),
+                         lambda lo, hi: seq(Lit(GEMMA_QUOTE), Repeat(Chars("^<"), lo, hi), Lit(GEMMA_QUOTE)),
+                         {"boolean": alt(Lit("true"), Lit("false")), "null": alt(Lit("None"), Lit("null"))})
+        if scalar is not None:
+            return scalar
         if kind == "array":
-            item = self.value(schema.get("items", {}), f"{hint}-item")
-            lo, hi = int(schema.get("minItems", 0)), schema.get("maxItems")
-            rest = Repeat(seq(self.comma, item), max(lo - 1, 0), None if hi is None else max(int(hi) - 1, 0))
-            body = seq(item, rest)
-            return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
+            return _array(self.value(schema.get("items", {}), f"{hint}-item"), schema, self.comma)
         if kind == "object":
             props, required, free = object_members(schema, hint)
             if not props:
@@ -231,6 +227,29 @@ class _Gemma:
             body = self.sg.members(hint, members, [k in required for k in keys], self.comma)
             return seq(Lit("{"), body, Lit("}"))
         return self.any_value()
+
+
+def _scalar(sg: SchemaGrammar, kind: str | None, schema: Any, string: Expr, bounded: Callable[[int, int | None], Expr],
+            words: dict[str, Expr]) -> Expr | None:
+    """A string, number, boolean or null in a syntax: ``string`` (``bounded`` when the schema
+    bounds its length) and the syntax's ``words`` for booleans and null; ``None`` for other kinds."""
+    if kind == "string":
+        bounds = _bounds(schema)
+        return string if bounds is None else bounded(*bounds)
+    if kind == "integer":
+        return sg.integer()
+    if kind == "number":
+        return sg.number()
+    return words.get(kind or "")
+
+
+def _array(item: Expr, schema: dict[str, Any], comma: Expr) -> Expr:
+    """``[item, ...]`` within the schema's minItems / maxItems."""
+    lo, hi = int(schema.get("minItems", 0)), schema.get("maxItems")
+    if hi is not None and int(hi) == 0:
+        return Lit("[]")
+    body = seq(item, Repeat(seq(comma, item), max(lo - 1, 0), None if hi is None else int(hi) - 1))
+    return seq(Lit("["), body if lo > 0 else Repeat(body, 0, 1), Lit("]"))
 
 
 def _gemma_literal(value: Any) -> str:

@@ -144,6 +144,9 @@ def _chat(model: Model, request: ChatRequest, cancel: threading.Event) -> ChatRe
         seed=request.seed,
         stop=request.stop,
         cancel=cancel.is_set,
+        thinking=request.thinking,
+        reasoning_budget=request.reasoning_budget,
+        template_kwargs=request.template_kwargs,
     )
 
 

@@ -17,7 +17,11 @@ from .._model import ChatResult
 from .._parse import decode_arguments
 from .._schema import MAX_SCHEMA_DEPTH, spec_problems
 
-__all__ = ["BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request", "stream_chunks"]
+__all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request",
+           "stream_chunks"]
+
+#: Template variables the server sets itself; ``chat_template_kwargs`` may not.
+TEMPLATE_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 #: The deepest nesting a request may have: a tool's parameters at their deepest, plus the request's own.
@@ -53,6 +57,12 @@ class ChatRequest:
     stream: bool = False
     include_usage: bool = False
     model: str = ""
+    #: Variables for the chat template (``chat_template_kwargs``, as vLLM and llama.cpp take them).
+    template_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: ``chat_template_kwargs.enable_thinking``; ``None``: the template's default.
+    thinking: bool | None = None
+    #: Most tokens of reasoning before the answer (``reasoning_budget``; ``None``: no limit).
+    reasoning_budget: int | None = None
 
 
 def _text(content: Any, where: str) -> str:
@@ -91,6 +101,11 @@ def _messages(raw: Any) -> list[dict[str, Any]]:
             out.append({"role": "system" if role == "developer" else role, "content": content})
         elif role == "assistant":
             entry: dict[str, Any] = {"role": "assistant", "content": content}
+            reasoning = msg.get("reasoning_content")
+            if reasoning is not None and not isinstance(reasoning, str):
+                raise BadRequest(f"{where}.reasoning_content must be a string", f"{where}.reasoning_content")
+            if reasoning:
+                entry["reasoning_content"] = reasoning
             calls = msg.get("tool_calls")
             if calls is not None and not isinstance(calls, list):
                 raise BadRequest(f"{where}.tool_calls must be a list of calls, got {type(calls).__name__}",
@@ -237,6 +252,20 @@ def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperat
         raise BadRequest("'parallel_tool_calls' and 'stream' must be true or false",
                          "stream" if not isinstance(stream, bool) else "parallel_tool_calls")
     options = body.get("stream_options") or {}
+    kwargs = body.get("chat_template_kwargs")
+    kwargs = {} if kwargs is None else kwargs
+    if not isinstance(kwargs, dict):
+        raise BadRequest("'chat_template_kwargs' must be an object of template variables", "chat_template_kwargs")
+    if reserved := sorted(set(kwargs) & TEMPLATE_VARIABLES):
+        raise BadRequest(f"'chat_template_kwargs' may not set {', '.join(reserved)}: the server sets them",
+                         "chat_template_kwargs")
+    kwargs = dict(kwargs)
+    thinking = kwargs.pop("enable_thinking", None)
+    if thinking is not None and not isinstance(thinking, bool):
+        raise BadRequest("'chat_template_kwargs.enable_thinking' must be true or false", "chat_template_kwargs")
+    budget = body.get("reasoning_budget")
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
+        raise BadRequest(f"'reasoning_budget' must be a positive number of tokens, got {budget!r}", "reasoning_budget")
     return ChatRequest(
         messages=_messages(body.get("messages")),
         tools=tools,
@@ -250,6 +279,9 @@ def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperat
         stream=stream,
         include_usage=bool(isinstance(options, dict) and options.get("include_usage")),
         model=str(body.get("model") or ""),
+        template_kwargs=kwargs,
+        thinking=thinking,
+        reasoning_budget=budget,
     )
 
 
@@ -264,6 +296,8 @@ def new_completion_id() -> str:
 
 def completion_body(result: ChatResult, *, model: str, completion_id: str, created: int | None = None) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": result.content if not result.tool_calls else result.content or None}
+    if result.reasoning:
+        message["reasoning_content"] = result.reasoning
     if result.tool_calls:
         message["tool_calls"] = [c.to_openai() for c in result.tool_calls]
     return {
@@ -283,7 +317,8 @@ def _pieces(text: str, size: int = 16) -> Iterator[str]:
 
 def stream_chunks(result: ChatResult, *, model: str, completion_id: str, include_usage: bool = False,
                   created: int | None = None) -> Iterator[dict[str, Any]]:
-    """The reply as OpenAI ``chat.completion.chunk`` objects: content, then each call by index."""
+    """The reply as OpenAI ``chat.completion.chunk`` objects: reasoning (``reasoning_content``
+    deltas, as llama.cpp and vLLM send them), content, then each call by index."""
     created = created or int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -291,6 +326,8 @@ def stream_chunks(result: ChatResult, *, model: str, completion_id: str, include
                 "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
 
     yield chunk({"role": "assistant", "content": ""})
+    for piece in _pieces(result.reasoning):
+        yield chunk({"reasoning_content": piece})
     for piece in _pieces(result.content):
         yield chunk({"content": piece})
     for index, call in enumerate(result.tool_calls):
