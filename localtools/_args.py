@@ -21,7 +21,7 @@ _DECODER = json.JSONDecoder()
 _NUMBER = re.compile(r"-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORDS = {"True": True, "False": False, "None": None, "true": True, "false": False, "null": None}
-_PY_STRING = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*\"""")
+_PY_STRING = re.compile(r"""'(?:[^'\\\x00-\x1f]|\\.)*'|"(?:[^"\\\x00-\x1f]|\\.)*\"""")
 
 
 def read_args(syntax: str, text: str, pos: int, schema: Any = None) -> tuple[dict[str, Any], int]:
@@ -33,7 +33,10 @@ def read_args(syntax: str, text: str, pos: int, schema: Any = None) -> tuple[dic
     if syntax == "xml":
         return _read_xml(text, pos, schema)
     if syntax == "python":
-        return _read_kwargs(text, pos)
+        try:
+            return _read_kwargs(text, pos)
+        except (SyntaxError, RecursionError) as exc:
+            raise ValueError(f"not a Python literal: {exc}") from None
     if syntax == "gemma4":
         value, end = _Gemma(text).value(pos)
         if not isinstance(value, dict):
@@ -44,7 +47,11 @@ def read_args(syntax: str, text: str, pos: int, schema: Any = None) -> tuple[dic
 
 # -- xml ------------------------------------------------------------------------------------------
 def _read_xml(text: str, pos: int, schema: Any) -> tuple[dict[str, Any], int]:
-    props = schema.get("properties", {}) if isinstance(schema, dict) else {}
+    schema = schema if isinstance(schema, dict) else {}
+    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    schema = _resolved(schema, defs)
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
     out: dict[str, Any] = {}
     while text.startswith("<parameter=", pos):
         close = text.find(">", pos)
@@ -55,10 +62,27 @@ def _read_xml(text: str, pos: int, schema: Any) -> tuple[dict[str, Any], int]:
         end = text.find(XML_CLOSE, start - 1)
         if end < start - 1:
             raise ValueError(f"parameter {key!r} has no {XML_CLOSE.strip()}")
-        out[key] = _xml_value(text[start:max(end, start)], props.get(key))
+        sub = props.get(key, extra if isinstance(extra, dict) else None)
+        out[key] = _xml_value(text[start:max(end, start)], _resolved(sub, defs))
         pos = end + len(XML_CLOSE)
         pos += text.startswith("\n", pos)
     return out, pos
+
+
+def _resolved(schema: Any, defs: dict[str, Any]) -> Any:
+    """``schema`` with local ``$ref`` followed and ``allOf`` parts merged, as the grammar reads it."""
+    for _ in range(32):  # a $ref cycle ends here, untyped
+        if not isinstance(schema, dict) or "$ref" not in schema:
+            break
+        schema = defs.get(str(schema["$ref"]).split("/")[-1])
+    if isinstance(schema, dict) and "allOf" in schema:
+        merged = {k: v for k, v in schema.items() if k != "allOf"}
+        for part in schema["allOf"]:
+            part = _resolved(part, defs)
+            if isinstance(part, dict):
+                merged = {**part, **merged, "properties": {**part.get("properties", {}), **merged.get("properties", {})}}
+        return merged
+    return schema
 
 
 def _xml_value(raw: str, schema: Any) -> Any:
@@ -71,8 +95,10 @@ def _xml_value(raw: str, schema: Any) -> Any:
         value = _WORDS[raw] if raw in _WORDS else json.loads(raw)
     except json.JSONDecodeError:
         return raw
-    if kinds and "string" in kinds and not isinstance(value, (dict, list)) and _json_type(value) not in kinds:
-        return raw
+    kind = _json_type(value)
+    fits = kind in kinds or (kind == "integer" and "number" in kinds)
+    if kinds and not fits and "string" in kinds:
+        return raw  # text that reads as another type ("12345", "[1, 2]") where a string may go
     return value
 
 
@@ -124,6 +150,13 @@ class _Literal:
             m = _PY_STRING.match(t, pos)
             if not m:
                 raise ValueError(f"a string opening at character {pos} is not closed")
+            if ch == '"':
+                # Double quotes come from JSON (``| tojson`` of an object): read as JSON, whose
+                # escapes (\/, surrogate pairs) Python's differ from.
+                try:
+                    return json.loads(m.group()), m.end()
+                except json.JSONDecodeError:
+                    pass
             with warnings.catch_warnings():  # an unknown escape ('\d') stands for itself, as Python reads it
                 warnings.simplefilter("ignore")
                 return ast.literal_eval(m.group()), m.end()

@@ -136,6 +136,9 @@ def _family(name: str, rec: dict[str, Any], where: str, directory: str = "") -> 
     for key, allowed in (("call_style", CALL_STYLES), ("args_syntax", ARGS_SYNTAXES)):
         if key in rec and rec[key] not in allowed:
             raise TemplateError(f"family {name!r} in {where}: {key} {rec[key]!r} is not one of {', '.join(allowed)}")
+    if rec.get("args_syntax", "json") != "json" and rec["call_style"] != "pattern":
+        raise TemplateError(f"family {name!r} in {where}: args_syntax {rec['args_syntax']!r} needs call_style "
+                            "'pattern' (the other styles read calls as JSON objects)")
     if bool(rec.get("reasoning_start")) != bool(rec.get("reasoning_end")):
         raise TemplateError(f"family {name!r} in {where}: give both reasoning_start and reasoning_end, or neither")
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
@@ -191,6 +194,10 @@ def register_family(name: str, *, template: str | Path, grammar: str | Path, **r
 
     family.template_source()
     _family_grammar(family)  # a grammar file that does not parse or lacks a rule fails here, not mid-request
+    if family.call_style == "pattern":
+        from .grammar._build import call_shape
+
+        call_shape(family)  # and a tool-call rule the parser cannot follow
     _registered[name] = family
     return family
 

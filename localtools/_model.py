@@ -14,12 +14,15 @@ from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
 from ._reply import ReplyFormat, reasoning_mode, reply_format
 from ._tools import Tool
-from .backends._base import Backend, cut_at_stop
+from .backends._base import Backend, Generation, cut_at_stop
 from .grammar import Grammar, build_grammar
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 
 ToolChoice = str  # "auto" | "required" | "none" | a tool name
+#: Template variables render sets itself, and its own parameters.
+_RESERVED_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
+                                 "object_arguments"})
 
 
 @dataclass
@@ -38,7 +41,8 @@ class ChatResult:
     decode_seconds: float = 0.0
     latency: float = 0.0
     #: Generations this turn took: more than 1 when a call cut by ``max_tokens`` was retried with a
-    #: repeat penalty, or when a reasoning budget closed the reasoning before the answer.
+    #: repeat penalty, and when a reasoning budget applied (the thought and the answer are
+    #: generated apart, whether or not the budget ran out).
     attempts: int = 1
     #: The model's reasoning before its answer, without its tags ("" when it gave none). Never
     #: read for calls.
@@ -125,7 +129,7 @@ class Model:
         ``template_kwargs``."""
         specs = _specs(tools)
         variables = dict(template_kwargs or {})
-        if reserved := sorted(set(variables) & {"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"}):
+        if reserved := sorted(set(variables) & _RESERVED_VARIABLES):
             raise UsageError(f"template_kwargs may not set {', '.join(reserved)}: render sets them")
         if thinking is not None:
             variables["enable_thinking"] = thinking
@@ -195,15 +199,22 @@ class Model:
 
         Thinking families reason first, freely, then answer under the grammar. ``thinking``
         turns it on or off (``None``: the template's default); ``reasoning_budget`` caps it in
-        tokens: a thought still open then is closed with the end tag and the answer is generated
-        after it (a second generation, counted in ``attempts``).
+        tokens (within ``max_tokens``): the thought is generated first, closed with the end tag if
+        still open, and the answer is generated after it (a second generation, counted in
+        ``attempts``).
         """
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
                              thinking=thinking, template_kwargs=template_kwargs)
-        mode = reasoning_mode(self.family, prompt.text, thinking)
+        if reasoning_budget is not None and reasoning_budget < 1:
+            raise UsageError(f"reasoning_budget must be a positive number of tokens, got {reasoning_budget}")
+        mode = reasoning_mode(self.family, prompt, thinking)
         if reasoning_budget is not None and mode == "may":
             mode = "must"  # a budget asks for thinking
+        if not constrained and not mode and self.family.reasoning_start:
+            # Free output may hold a thought anyway (a template that ignores enable_thinking):
+            # read it as one, never for calls.
+            mode = "may"
         fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
                                 reasoning=mode)
         started = time.perf_counter()
@@ -211,17 +222,30 @@ class Model:
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
         # Passed only when set, so a backend written before the option still serves everything else.
         extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
-        thought, whole = "", fmt
+        thought, whole, prompt_seconds = "", fmt, 0.0
+        prompt_tokens = None
         if reasoning_budget is not None and mode:
             first = self.backend.generate(
-                prompt, grammar=fmt.reasoning_grammar() if constrained else None, max_tokens=max(reasoning_budget, 1),
-                temperature=temperature, top_p=top_p, seed=seed,
+                prompt, grammar=fmt.reasoning_grammar() if constrained else None,
+                max_tokens=min(reasoning_budget, max_tokens), temperature=temperature, top_p=top_p, seed=seed,
                 stop=list(self.family.stop) + ([] if constrained else [self.family.reasoning_end]),
                 repeat_penalty=repeat_penalty, **extra)
             attempts, completion_tokens, decode_seconds = 1, len(first.tokens), first.decode_seconds
-            prompt, thought = self._after_thought(prompt, first.text, fmt)
-            max_tokens = max(max_tokens - len(first.tokens), 1)
-            fmt = fmt.after_reasoning()
+            prompt_tokens, prompt_seconds = first.prompt_tokens, first.prompt_seconds
+            opened = mode == "open" or first.text.lstrip().startswith(self.family.reasoning_start)
+            if opened and len(first.tokens) >= max_tokens:
+                # A thought that took every token leaves none for an answer.
+                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds)
+            if not opened and first.finish_reason != "length":
+                # Free output that answered without thinking, whole: that is the answer.
+                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds)
+            if opened:
+                prompt, thought = self._after_thought(prompt, first.text, fmt)
+                max_tokens -= len(first.tokens)
+                fmt = fmt.after_reasoning()
+            # Otherwise an answer without thinking ran into the budget: it is generated again, whole.
         for penalty in penalties:
             attempts += 1
             gen = self.backend.generate(
@@ -243,9 +267,17 @@ class Model:
                 break
         if cut:
             raise GenerationTruncated(max_tokens, raw)
+        return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
+                            attempts=attempts, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
+                            prompt_tokens=prompt_tokens, prompt_seconds=prompt_seconds)
+
+    def _result(self, raw: str, fmt: ReplyFormat, gen: Generation, stop: Sequence[str], *, constrained: bool,
+                started: float, attempts: int, completion_tokens: int, decode_seconds: float,
+                prompt_tokens: int | None = None, prompt_seconds: float = 0.0) -> ChatResult:
+        """The turn from its whole reply; ``prompt_tokens`` / ``prompt_seconds``: the first
+        generation's, when a reasoning budget split the turn in two."""
         latency = time.perf_counter() - started
-        raw = thought + raw
-        parsed = whole.parse(raw)
+        parsed = fmt.parse(raw)
         parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
         before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
@@ -257,9 +289,9 @@ class Model:
             raw=raw,
             finish_reason=finish,
             constrained=constrained,
-            prompt_tokens=gen.prompt_tokens,
+            prompt_tokens=gen.prompt_tokens if prompt_tokens is None else prompt_tokens,
             completion_tokens=completion_tokens,
-            prompt_seconds=gen.prompt_seconds,
+            prompt_seconds=prompt_seconds + gen.prompt_seconds,
             decode_seconds=decode_seconds,
             latency=latency,
             attempts=attempts,
@@ -273,6 +305,8 @@ class Model:
         opened = fmt.reasoning != "open"
         body = text.lstrip().removeprefix(start) if opened else text
         body = body.split(end, 1)[0]
+        # A budget may stop in the middle of the end tag ("</thi"): it is written whole after.
+        body = next((body[:-i] for i in range(len(end) - 1, 0, -1) if body.endswith(end[:i])), body)
         segments = [*([(start, False)] if opened else []), (body, True), (end, False)]
         written = tuple((t, d) for t, d in segments if t)
         return Prompt(prompt.segments + written), "".join(t for t, _ in written)

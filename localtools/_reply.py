@@ -11,6 +11,7 @@ from typing import Any
 from ._errors import UsageError
 from ._families import Family
 from ._parse import BARE_CALL_OPENING, ParsedReply, parse_reply
+from ._prompt import Prompt
 from .grammar import Chars, Grammar, Lit, Ref, Repeat, Text, Until, build_grammar, call_openings, call_shape, matches, seq
 
 __all__ = ["REASONING_MODES", "ReplyFormat", "reasoning_mode", "reply_format"]
@@ -22,18 +23,30 @@ REASONING_MODES = ("", "open", "may", "must")
 _AFTER_REASONING = Repeat(Chars(" \\n"), 0, 4)
 
 
-def reasoning_mode(family: Family, prompt: str, thinking: bool | None = None) -> str:
+def reasoning_mode(family: Family, prompt: Prompt | str, thinking: bool | None = None) -> str:
     """How the reply to ``prompt`` holds reasoning, from the family's tags and the prompt's end.
 
-    A prompt that ends with the end tag turned thinking off (``enable_thinking=False``); one whose
-    last start tag is still open has the reply begin inside the reasoning (Qwen3.5, R1).
+    Only the template's text after the last message is read (message text saying "<think>" is
+    data): ending with the end tag means thinking was turned off (``enable_thinking=False``); a
+    start tag still open there has the reply begin inside the reasoning (Qwen3.5, R1).
     """
     start, end = family.reasoning_start, family.reasoning_end
-    if not start or thinking is False or prompt.rstrip().endswith(end):
+    tail = prompt if isinstance(prompt, str) else _template_tail(prompt)
+    if not start or thinking is False or tail.rstrip().endswith(end):
         return ""
-    if prompt.rfind(start) > prompt.rfind(end):
+    if tail.rfind(start) > tail.rfind(end):
         return "open"
     return "must" if thinking else "may"
+
+
+def _template_tail(prompt: Prompt) -> str:
+    """The template text after the last piece of message text (the generation prompt)."""
+    tail: list[str] = []
+    for text, is_data in reversed(prompt.segments):
+        if is_data:
+            break
+        tail.append(text)
+    return "".join(reversed(tail))
 
 
 @dataclass(frozen=True)
@@ -179,7 +192,9 @@ def reply_format(
         tool_names=offered,
         grammar=grammar,
         call_openings=call_openings(family, [t for t in tools if t["function"]["name"] in offered]),
-        stop=(*family.stop, *stop) if text_only else family.stop,
+        # The request's stop strings end a text answer; they never cut a call or the reasoning
+        # (they are applied to the answer after parsing).
+        stop=(*family.stop, *stop) if text_only and not reasoning else family.stop,
         schemas={t["function"]["name"]: t["function"].get("parameters") or {} for t in tools},
         reasoning=reasoning,
         answer_grammar=answer,

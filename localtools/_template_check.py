@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,10 +156,15 @@ def _render_strings(source: str, messages: list[dict[str, Any]], tools: list[dic
     return render(source, _string_arguments(messages), tools, object_arguments=False, **variables).text
 
 
-def compare_templates(ours: str, theirs: str, **variables: Any) -> list[Comparison]:
+Adapter = Callable[[list[dict[str, Any]], list[dict[str, Any]]], tuple[list[dict[str, Any]], list[dict[str, Any]]]]
+
+
+def compare_templates(ours: str, theirs: str, *, adapt: Adapter | None = None, **variables: Any) -> list[Comparison]:
     """Both templates on every conversation, with and without tools. Both get the same
     ``bos_token`` / ``eos_token`` stand-ins, so a difference in where they go shows; ``variables``
-    (``enable_thinking=False``, say) go to both."""
+    (``enable_thinking=False``, say) go to both. ``adapt`` gives the other template the
+    conversation and tools the way its vendor documents passing them (Phi-4-mini's tools as a
+    system message's string), where that differs from the ``tools`` variable."""
     variables = {"bos_token": "<BOS>", "eos_token": "<EOS>", **variables}
     out = []
     for label, messages in CONVERSATIONS:
@@ -168,8 +174,9 @@ def compare_templates(ours: str, theirs: str, **variables: Any) -> list[Comparis
                 result.ours = render(ours, messages, tools, **variables).text
             except TemplateError as exc:
                 result.our_error = str(exc)
+            their_messages, their_tools = adapt(messages, tools) if adapt else (messages, tools)
             try:
-                result.theirs = _render_theirs(theirs, messages, tools, variables)
+                result.theirs = _render_theirs(theirs, their_messages, their_tools, variables)
             except TemplateError as exc:
                 result.their_error = str(exc)
             out.append(result)

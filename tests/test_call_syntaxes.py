@@ -18,7 +18,7 @@ from localtools.grammar import matches
 
 #: Families whose official template does not render an assistant's calls at all (they leave
 #: them out of the history), so there is nothing to read back.
-NO_CALLS_RENDERED = {"granite", "smollm3"}
+NO_CALLS_RENDERED = {"granite", "smollm3", "phi4-mini"}
 FAMILIES = [n for n in families() if n not in NO_CALLS_RENDERED]
 TURNS = [(label, k) for label, messages in CONVERSATIONS for k, m in enumerate(messages) if m.get("tool_calls")]
 
@@ -92,3 +92,61 @@ def test_the_round_trip_covers_every_syntax() -> None:
     syntaxes = {(get_family(n).call_style, get_family(n).args_syntax) for n in FAMILIES}
     assert {s for _, s in syntaxes} == {"json", "xml", "python", "gemma4"}
     assert {c for c, _ in syntaxes} == {"tagged", "marker", "bare", "pattern"}
+
+
+def test_python_strings_hold_no_control_characters_and_bad_literals_are_parse_errors() -> None:
+    from localtools import ToolCallParseError
+    from localtools._args import read_args
+
+    tool = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}}}]
+    fmt = reply_format(get_family("lfm2"), tool, "required")
+    assert fmt.grammar is not None
+    assert matches(fmt.grammar, "<|tool_call_start|>[f(s='a\\nb')]<|tool_call_end|>")
+    assert not matches(fmt.grammar, "<|tool_call_start|>[f(s='a\rb')]<|tool_call_end|>")
+    with pytest.raises(ValueError):
+        read_args("python", "s='a\rb')", 0)
+    with pytest.raises(ToolCallParseError):
+        reply_format(get_family("lfm2"), tool, "auto", constrained=False).parse("<|tool_call_start|>[f(s='a\rb')]")
+
+
+def test_python_arguments_take_optional_values_as_python_writes_them() -> None:
+    tool = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+        "s": {"anyOf": [{"type": "string"}, {"type": "null"}]}, "n": {"type": ["integer", "null"]}}}}}]
+    fmt = reply_format(get_family("lfm2"), tool, "required")
+    assert fmt.grammar is not None
+    for text in ("f(s=None, n=None)", "f(s='a', n=3)"):
+        reply = f"<|tool_call_start|>[{text}]<|tool_call_end|>"
+        assert matches(fmt.grammar, reply), reply
+    assert fmt.parse("<|tool_call_start|>[f(s=None, n=3)]<|tool_call_end|>").tool_calls[0].arguments == {"s": None, "n": 3}
+
+
+def test_keys_a_syntax_cannot_write_bare_are_refused_by_name() -> None:
+    from localtools import UnsupportedSchema
+
+    tool = [{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"first-name": {"type": "string"}}}}}]
+    for family in ("lfm2", "gemma4"):
+        with pytest.raises(UnsupportedSchema, match="first-name"):
+            reply_format(get_family(family), tool, "auto")
+
+
+def test_xml_values_are_typed_by_the_schema_the_grammar_used() -> None:
+    from localtools._args import read_args
+
+    schema = {"type": "object", "$defs": {"E": {"enum": ["1", "2"]}}, "properties": {
+        "a": {"$ref": "#/$defs/E"}, "b": {"type": ["string", "null"]}, "n": {"type": "integer"}},
+        "additionalProperties": {"type": "string"}}
+    text = "".join(f"<parameter={k}>\n{v}\n</parameter>\n" for k, v in (("a", "1"), ("b", "[1, 2]"), ("n", "7"), ("c", "12345")))
+    assert read_args("xml", text, 0, schema)[0] == {"a": "1", "b": "[1, 2]", "n": 7, "c": "12345"}
+
+
+def test_an_argument_syntax_the_parser_would_not_read_is_refused_when_the_family_loads() -> None:
+    import dataclasses
+
+    from localtools import TemplateError
+    from localtools._families import _family
+
+    record = {k: v for k, v in dataclasses.asdict(get_family("qwen3.5")).items() if k not in ("name", "directory")}
+    with pytest.raises(TemplateError, match="pattern"):
+        _family("broken", {**record, "call_style": "tagged"}, "test")

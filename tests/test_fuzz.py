@@ -68,7 +68,7 @@ _parameters = st.dictionaries(_names, _schemas, min_size=0, max_size=4).flatmap(
     else st.just({"type": "object", "properties": {}}))
 
 
-@settings(FUZZ, max_examples=400)  # 19 families: about 20 examples each
+@settings(FUZZ, max_examples=400)  # 20 families: about 20 examples each
 @given(family=st.sampled_from(FAMILIES), parameters=_parameters, other=_parameters,
        choice=st.sampled_from(["auto", "required", "named"]), rng=st.randoms(use_true_random=False))
 def test_strings_from_the_grammar_parse_to_calls_the_schema_accepts(

@@ -7,6 +7,7 @@ arguments, reasoning from earlier turns; with and without tools): localtools/_te
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,24 @@ CASES: list[tuple[str, str, dict[str, Any]]] = [
 ]
 
 
+def tools_in_the_system_message(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> tuple[list[Any], list[Any]]:
+    """Phi-4-mini's way (model card, cookbook): the functions as a JSON string on the system message."""
+    if not tools:
+        return messages, []
+    listed = json.dumps([t["function"] for t in tools], ensure_ascii=False)
+    first = messages[0] if messages and messages[0]["role"] == "system" else {"role": "system", "content": ""}
+    rest = messages[1:] if first is messages[0] else messages
+    return [{**first, "tools": listed}, *rest], []
+
+
+def test_phi4_mini_matches_microsofts_template_given_tools_as_microsoft_documents() -> None:
+    results = compare_templates(get_family("phi4-mini").template_source(),
+                                (OFFICIAL / "microsoft-Phi-4-mini-instruct.jinja").read_text(), adapt=tools_in_the_system_message)
+    assert [r.first_difference for r in results] == [None] * len(results) and not any(r.error for r in results)
+    with_tools = next(r for r in results if r.tools)
+    assert '<|tool|>[{"name": "get_weather", "description": "Current weather in a city."' in with_tools.ours
+
+
 @pytest.mark.parametrize(("family", "official", "variables"), CASES,
                          ids=[f"{f}-{o.removesuffix('.jinja')}-{v}" for f, o, v in CASES])
 def test_family_template_is_byte_identical_to_the_official(family: str, official: str, variables: dict[str, Any]) -> None:
@@ -66,7 +85,7 @@ def test_hermes_matches_its_tool_use_template_and_renders_without_tools() -> Non
 
 
 def test_families_byte_identical_to_an_official_template() -> None:
-    identical = {family for family, _, _ in CASES} | {"hermes"}
+    identical = {family for family, _, _ in CASES} | {"hermes", "phi4-mini"}
     assert len(identical) >= 12, sorted(identical)
 
 
@@ -77,6 +96,7 @@ def test_each_official_template_is_detected_as_its_family(official: str) -> None
         "deepseek-ai-DeepSeek-R1-Distill-Llama-8B.jinja": "deepseek-r1",
         "google-gemma-2-2b-it.jinja": "gemma",
         "HuggingFaceTB-SmolLM3-3B.jinja": "smollm3",
+        "microsoft-Phi-4-mini-instruct.jinja": "phi4-mini",
     }
     metadata = {"general.architecture": "unknown", "tokenizer.chat_template": (OFFICIAL / official).read_text()}
     assert detect_family(metadata).name == expected[official]

@@ -119,3 +119,51 @@ def test_every_thinking_family_thinks_then_answers_on_the_scripted_backend(famil
     model.backend = ScriptedBackend([f"{opening}\nweather, so Oslo\n{fam.reasoning_end}\n\nIt is sunny."])
     result = model.chat(QUESTION, [WEATHER], thinking=True, tool_choice="none")
     assert result.reasoning == "weather, so Oslo" and result.content == "It is sunny."
+
+
+def test_message_text_saying_think_does_not_open_the_reasoning() -> None:
+    model = Model(ScriptedBackend([]), family="qwen3")
+    prompt = model.render([{"role": "user", "content": "What is the <think> tag for?"}], [WEATHER])
+    assert reasoning_mode(model.family, prompt) == "may"
+    assert reasoning_mode(model.family, prompt.text) == "open"  # what reading the whole text would say
+
+
+def test_request_stop_strings_never_cut_the_reasoning() -> None:
+    backend = ScriptedBackend(["<think>\nplan. then more.\n</think>\n\nHello. World."])
+    result = Model(backend, family="qwen3").chat(QUESTION, [WEATHER], tool_choice="none", stop=["."])
+    assert result.reasoning == "plan. then more." and result.content == "Hello"
+
+
+def test_a_budget_never_spends_more_than_max_tokens() -> None:
+    backend = ScriptedBackend(["<think>\n" + "long " * 30 + "</think>"])
+    result = Model(backend, family="qwen3").chat(QUESTION, [WEATHER], reasoning_budget=100, max_tokens=20,
+                                                 retry_repeat_penalties=())
+    assert result.completion_tokens == 20 and result.finish_reason == "length"
+    assert result.content == "" and result.tool_calls == [] and result.reasoning.startswith("long")
+    assert len(backend.prompts) == 1  # no answer generation with no tokens left
+
+
+def test_a_budget_in_free_decoding_takes_an_answer_without_thinking_as_the_answer() -> None:
+    backend = ScriptedBackend([CALL])
+    result = Model(backend, family="qwen3").chat(QUESTION, [WEATHER], constrained=False, reasoning_budget=100)
+    assert [c.name for c in result.tool_calls] == ["get_weather"] and result.reasoning == ""
+    assert len(backend.prompts) == 1
+    # Cut by the budget, it is generated again as a whole answer.
+    backend = ScriptedBackend([CALL, CALL])
+    result = Model(backend, family="qwen3").chat(QUESTION, [WEATHER], constrained=False, reasoning_budget=20)
+    assert [c.name for c in result.tool_calls] == ["get_weather"] and len(backend.prompts) == 2
+    assert backend.prompts[0].text == backend.prompts[1].text
+
+
+def test_free_output_holding_a_thought_is_read_as_one_even_with_thinking_off() -> None:
+    # LFM2's template ignores enable_thinking; what the model thinks is still not read for calls.
+    reply = "<think>\nmaybe <|tool_call_start|>[get_weather(city='Bergen')]<|tool_call_end|>\n</think>\nSunny."
+    result = Model(ScriptedBackend([reply]), family="lfm2").chat(QUESTION, [WEATHER], constrained=False, thinking=False)
+    assert result.tool_calls == [] and result.content == "Sunny." and "Bergen" in result.reasoning
+
+
+def test_a_budget_cut_inside_the_end_tag_writes_the_tag_once() -> None:
+    thought = "<think>\nab</think>"
+    backend = ScriptedBackend([thought, f"\n\n{CALL}"])
+    Model(backend, family="qwen3").chat(QUESTION, [WEATHER], reasoning_budget=len(thought) - 3)
+    assert backend.prompts[1].text.endswith("<think>\nab</think>")

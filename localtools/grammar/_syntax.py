@@ -14,6 +14,7 @@ left out; no other keys are allowed. ``localtools._args`` reads each syntax back
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -28,8 +29,16 @@ XML_CLOSE = "\n</parameter>"
 #: Gemma 4's string quote.
 GEMMA_QUOTE = '<|"|>'
 # Escapes Python reads without a warning; any other character stands for itself.
-_PY_CHAR = alt(Chars("^'\\\\\\n"), seq(Lit("\\"), Chars("'\"\\\\nrt0")))
+_PY_CHAR = alt(Chars("^'\\\\\\x00-\\x1f"), seq(Lit("\\"), Chars("'\"\\\\nrt0")))
 _NAME_CHARS = Chars("a-zA-Z0-9_")
+#: Keys the python and gemma4 syntaxes can write bare (a keyword argument, a Gemma 4 key).
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def _bare_keys(props: dict[str, Any], hint: str, syntax: str) -> None:
+    bad = [k for k in props if not _IDENTIFIER.fullmatch(k)]
+    if bad:
+        raise UnsupportedSchema(f"{hint}: {syntax} arguments write keys bare; {bad} are not identifiers")
 
 
 def python_literal(value: Any) -> str:
@@ -153,6 +162,7 @@ class _Python:
                 return Lit("")
             member = seq(Repeat(_NAME_CHARS, 1, 64), Lit("="), self.value(free, f"{hint}-value"))
             return Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1)
+        _bare_keys(props, hint, "python")
         members = [seq(Lit(f"{k}="), self.value(v, f"{hint}-{k}")) for k, v in props.items()]
         return self.sg.members(hint, members, [k in required for k in props], self.comma)
 
@@ -162,6 +172,14 @@ class _Python:
         choices = _choices(schema) if isinstance(schema, dict) else None
         if choices is not None:
             return alt(*(Lit(python_literal(v)) for v in choices))
+        if isinstance(schema, dict):
+            for key in ("anyOf", "oneOf"):
+                if key in schema:
+                    base = {k: v for k, v in schema.items() if k not in (key, "description", "default", "title")}
+                    return alt(*(self.value({**base, **s} if isinstance(s, dict) else s, f"{hint}-{i}")
+                                 for i, s in enumerate(schema[key])))
+            if isinstance(schema.get("type"), list):
+                return alt(*(self.value({**schema, "type": t}, f"{hint}-{t}") for t in schema["type"]))
         scalar = _scalar(self.sg, kind, schema, self.string(), lambda lo, hi: seq(Lit("'"), Repeat(_PY_CHAR, lo, hi), Lit("'")),
                          {"boolean": alt(Lit("True"), Lit("False")), "null": Lit("None")})
         if scalar is not None:
@@ -221,6 +239,7 @@ class _Gemma:
                     return Lit("{}")
                 member = seq(Repeat(_NAME_CHARS, 1, 64), Lit(":"), self.value(free, f"{hint}-value"))
                 return seq(Lit("{"), Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1), Lit("}"))
+            _bare_keys(props, hint, "gemma4")
             # Gemma 4's template writes keys sorted, case aside.
             keys = sorted(props, key=str.lower)
             members = [seq(Lit(f"{k}:"), self.value(props[k], f"{hint}-{k}")) for k in keys]

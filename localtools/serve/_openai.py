@@ -20,8 +20,9 @@ from .._schema import MAX_SCHEMA_DEPTH, spec_problems
 __all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request",
            "stream_chunks"]
 
-#: Template variables the server sets itself; ``chat_template_kwargs`` may not.
-TEMPLATE_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token"})
+#: Template variables the server sets itself (and render's own parameters); ``chat_template_kwargs`` may not.
+TEMPLATE_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
+                                "object_arguments"})
 
 _ROLES = {"system", "developer", "user", "assistant", "tool"}
 #: The deepest nesting a request may have: a tool's parameters at their deepest, plus the request's own.
@@ -259,6 +260,12 @@ def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperat
     if reserved := sorted(set(kwargs) & TEMPLATE_VARIABLES):
         raise BadRequest(f"'chat_template_kwargs' may not set {', '.join(reserved)}: the server sets them",
                          "chat_template_kwargs")
+    # Only switches and numbers: a template renders its variables as template text, so a string
+    # from a request could spell control tokens (a request's text belongs in its messages).
+    bad = sorted(k for k, v in kwargs.items() if not (v is None or isinstance(v, (bool, int, float))))
+    if bad:
+        raise BadRequest(f"'chat_template_kwargs' values must be true, false, numbers or null; {', '.join(bad)} "
+                         "is not (text belongs in the messages)", "chat_template_kwargs")
     kwargs = dict(kwargs)
     thinking = kwargs.pop("enable_thinking", None)
     if thinking is not None and not isinstance(thinking, bool):
