@@ -113,14 +113,8 @@ class _Xml:
         choices = _choices(schema) if isinstance(schema, dict) else None
         if choices is not None:
             return alt(*(Lit(_xml_text(v) + XML_CLOSE + "\n") for v in choices))
-        if isinstance(schema, dict):
-            for key in ("anyOf", "oneOf"):
-                if key in schema:
-                    base = {k: v for k, v in schema.items() if k not in (key, "description", "default", "title")}
-                    return alt(*(self.value({**base, **s} if isinstance(s, dict) else s, f"{hint}-{i}")
-                                 for i, s in enumerate(schema[key])))
-            if isinstance(schema.get("type"), list):
-                return alt(*(self.value({**schema, "type": t}, f"{hint}-{t}") for t in schema["type"]))
+        if (branches := _branches(schema, hint, self.value)) is not None:
+            return branches
         if kind == "integer":
             return seq(self.sg.integer(), close)
         if kind == "number":
@@ -172,14 +166,8 @@ class _Python:
         choices = _choices(schema) if isinstance(schema, dict) else None
         if choices is not None:
             return alt(*(Lit(python_literal(v)) for v in choices))
-        if isinstance(schema, dict):
-            for key in ("anyOf", "oneOf"):
-                if key in schema:
-                    base = {k: v for k, v in schema.items() if k not in (key, "description", "default", "title")}
-                    return alt(*(self.value({**base, **s} if isinstance(s, dict) else s, f"{hint}-{i}")
-                                 for i, s in enumerate(schema[key])))
-            if isinstance(schema.get("type"), list):
-                return alt(*(self.value({**schema, "type": t}, f"{hint}-{t}") for t in schema["type"]))
+        if (branches := _branches(schema, hint, self.value)) is not None:
+            return branches
         scalar = _scalar(self.sg, kind, schema, self.string(), lambda lo, hi: seq(Lit("'"), Repeat(_PY_CHAR, lo, hi), Lit("'")),
                          {"boolean": alt(Lit("True"), Lit("False")), "null": Lit("None")})
         if scalar is not None:
@@ -260,6 +248,20 @@ def _scalar(sg: SchemaGrammar, kind: str | None, schema: Any, string: Expr, boun
     if kind == "number":
         return sg.number()
     return words.get(kind or "")
+
+
+def _branches(schema: Any, hint: str, value: Callable[[Any, str], Expr]) -> Expr | None:
+    """The alternatives of an ``anyOf`` / ``oneOf`` or a list of types, each written by ``value``."""
+    if not isinstance(schema, dict):
+        return None
+    for key in ("anyOf", "oneOf"):
+        if key in schema:
+            base = {k: v for k, v in schema.items() if k not in (key, "description", "default", "title")}
+            return alt(*(value({**base, **s} if isinstance(s, dict) else s, f"{hint}-{i}")
+                         for i, s in enumerate(schema[key])))
+    if isinstance(schema.get("type"), list):
+        return alt(*(value({**schema, "type": t}, f"{hint}-{t}") for t in schema["type"]))
+    return None
 
 
 def _array(item: Expr, schema: dict[str, Any], comma: Expr) -> Expr:
