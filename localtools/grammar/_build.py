@@ -10,7 +10,7 @@ from typing import Any
 
 from .._errors import TemplateError, UnsupportedSchema, UsageError
 from .._families import Family
-from ._expr import Alt, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, alt, rewrite, seq
+from ._expr import Alt, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, _refs, alt, rewrite, seq
 from ._gbnf import parse_gbnf
 from ._schema import SchemaGrammar, layout_whitespace
 from ._syntax import args_rule
@@ -184,7 +184,7 @@ def _family_grammar(family: Family) -> Grammar:
     if family.call_style != "pattern":
         # Only the pattern parser reads a bare name or a text opening (an ID inside JSON is read
         # from the call object).
-        used = any(r.name == _NAME_RAW for e in fam.rules.values() for r in _all_refs(e))
+        used = any(_NAME_RAW in _refs(e) for e in fam.rules.values())
         if used or "text-open" in fam.rules:
             raise TemplateError(f"grammars/{family.grammar} uses NAME-RAW or text-open, which need the family's "
                                 "call_style to be 'pattern'")
@@ -316,18 +316,6 @@ def call_shape(family: Family) -> CallShape:
     glue.update(t for t in (family.call_start, family.call_end) if t)
     text_open = "".join(_literals(fam.rules["text-open"])) if "text-open" in fam.rules else ""
     return CallShape(re.compile(head), re.compile(tail), tuple(sorted(glue, key=len, reverse=True)), text_open)
-
-
-def _all_refs(e: Expr) -> list[Ref]:
-    if isinstance(e, Ref):
-        return [e]
-    if isinstance(e, Seq):
-        return [r for i in e.items for r in _all_refs(i)]
-    if isinstance(e, Alt):
-        return [r for o in e.options for r in _all_refs(o)]
-    if isinstance(e, Repeat):
-        return _all_refs(e.item)
-    return []
 
 
 def _literals(e: Expr) -> list[str]:
