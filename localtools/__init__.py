@@ -8,6 +8,9 @@ from ._errors import (
     BackendNotInstalled,
     ContextLengthExceeded,
     DataError,
+    EngineError,
+    EngineIgnoredGrammar,
+    EngineUnavailable,
     GenerationTruncated,
     GrammarError,
     GrammarNotRegular,
@@ -29,7 +32,7 @@ from ._errors import (
     UsageError,
 )
 from ._families import Family, families, get_family, register_family
-from ._load import BACKENDS, load
+from ._load import BACKENDS, ENGINES, load
 from ._model import ChatResult, Model
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
@@ -41,6 +44,7 @@ __version__ = "0.1.0"
 __all__ = [
     "BACKENDS",
     "DESTRUCTIVE",
+    "ENGINES",
     "Agent",
     "AgentError",
     "ApprovalDenied",
@@ -50,6 +54,9 @@ __all__ = [
     "ChatResult",
     "ContextLengthExceeded",
     "DataError",
+    "EngineError",
+    "EngineIgnoredGrammar",
+    "EngineUnavailable",
     "Family",
     "GenerationTruncated",
     "GrammarError",

@@ -24,6 +24,9 @@
     │   └── GrammarNotRegular              a recursive grammar where a regular one is needed
     ├── ContextLengthExceeded (ValueError) a prompt longer than the model's context
     ├── ModelError                         a model that cannot be found, downloaded, verified or loaded
+    ├── EngineError                        a serving engine (llama-server, vLLM, SGLang) failed a request
+    │   ├── EngineUnavailable (ConnectionError)  not reachable, timed out or hung up
+    │   └── EngineIgnoredGrammar           a reply the request's grammar could not have produced
     ├── DataError                          benchmark data that cannot be found, fetched or read
     └── MissingDependency (ImportError)    an optional package is missing; the message has the pip line
         └── BackendNotInstalled            ... one a backend needs
@@ -41,6 +44,9 @@ __all__ = [
     "BackendNotInstalled",
     "ContextLengthExceeded",
     "DataError",
+    "EngineError",
+    "EngineIgnoredGrammar",
+    "EngineUnavailable",
     "GenerationCancelled",
     "GenerationTruncated",
     "GrammarError",
@@ -194,6 +200,29 @@ class ContextLengthExceeded(LocalToolsError, ValueError):
 
 class ModelError(LocalToolsError):
     """A model cannot be found, downloaded, verified or loaded."""
+
+
+class EngineError(LocalToolsError):
+    """A serving engine refused or failed a request; ``engine`` names it (with its version when
+    known) and ``status`` is its HTTP status (``None`` when no answer came)."""
+
+    def __init__(self, message: str, *, engine: str = "", status: int | None = None) -> None:
+        self.engine = engine
+        self.status = status
+        super().__init__(message)
+
+
+class EngineUnavailable(EngineError, ConnectionError):
+    """The engine could not be reached, did not answer in time, or dropped the connection."""
+
+
+class EngineIgnoredGrammar(EngineError):
+    """The engine replied with text the request's grammar could not have produced: it dropped or
+    misread the constraint. The reply is kept in ``raw`` and never read for calls."""
+
+    def __init__(self, message: str, *, engine: str, raw: str) -> None:
+        self.raw = raw
+        super().__init__(message, engine=engine)
 
 
 class DataError(LocalToolsError):

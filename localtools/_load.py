@@ -4,29 +4,48 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from pathlib import Path
 from typing import Any
 
-from ._catalog import default_model, resolve_model
-from ._errors import UsageError
+from ._catalog import catalog, default_model, resolve_model
+from ._errors import ModelError, UsageError
 from ._model import Model
 
-__all__ = ["BACKENDS", "backend_class", "load"]
+__all__ = ["BACKENDS", "ENGINES", "backend_class", "load"]
 
-#: Backend name -> "module:class". A new backend is one line here.
+#: Backend name -> "module:class" for the backends that run the weights in this process. A new
+#: backend is one line here.
 BACKENDS = {
     "llama-cpp": "localtools.backends.llama_cpp:LlamaCppBackend",
     "transformers": "localtools.backends.transformers:TransformersBackend",
 }
+#: The serving engines localtools drives over HTTP (``url=``): they hold the weights and batch
+#: requests; localtools keeps the template, the grammar, the parser and the loop.
+ENGINES = {
+    "llama-server": "localtools.backends.llama_server:LlamaServerBackend",
+    "vllm": "localtools.backends.vllm:VLLMBackend",
+    "sglang": "localtools.backends.sglang:SGLangBackend",
+}
+
+#: Engines that cannot hold a reply to localtools' grammar, and why.
+_CANNOT_HOST = {
+    "ollama": "it takes no grammar (its 'format' is JSON or a JSON schema, not a grammar), so it cannot constrain a "
+              "reply to the family's call syntax or to tool_choice. Run the same GGUF with --backend llama-server "
+              "(localtools engines start llama-server --model FILE.gguf) or in process (--backend llama-cpp); "
+              "Ollama's own tool calling can still be compared with: localtools bench --peer openai:http://127.0.0.1:11434/v1",
+}
 
 
 def backend_class(backend: str) -> Any:
-    """The class behind a backend name, or behind ``"module:Class"`` for a backend of your own.
+    """The class behind a backend or engine name, or behind ``"module:Class"`` for a backend of your own.
 
     Importing a backend's module imports no heavy library; that waits for the first load.
     """
-    spec = BACKENDS.get(backend) or (backend if ":" in backend else None)
+    spec = BACKENDS.get(backend) or ENGINES.get(backend) or (backend if ":" in backend else None)
+    if spec is None and backend in _CANNOT_HOST:
+        raise UsageError(f"{backend} cannot be a localtools backend: {_CANNOT_HOST[backend]}")
     if spec is None:
-        raise UsageError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)} (or MODULE:CLASS)")
+        raise UsageError(f"unknown backend {backend!r}; available: {', '.join([*BACKENDS, *ENGINES])} (or MODULE:CLASS)")
     module_name, _, cls_name = spec.partition(":")
     try:
         return getattr(importlib.import_module(module_name), cls_name)
@@ -45,12 +64,17 @@ def load(
 ) -> Model:
     """Load a catalog model (``localtools models list``) or a GGUF path.
 
-    ``backend``: a name in ``BACKENDS`` or ``"module:Class"`` for a backend of your own (a class
-    taking the weights' path and keyword options, with the ``Backend`` protocol's methods).
+    ``backend``: a name in ``BACKENDS`` or ``ENGINES``, or ``"module:Class"`` for a backend of your
+    own (a class taking the weights' path and keyword options, with the ``Backend`` protocol's
+    methods).
 
     ``backend_options`` go to the backend, e.g. ``n_gpu_layers=-1`` (all layers on the GPU) or
     ``n_ctx=8192`` for llama-cpp; ``device="cuda"``, ``dtype="bfloat16"`` or
-    ``engine="xgrammar"`` for transformers.
+    ``engine="xgrammar"`` for transformers; ``url="http://127.0.0.1:8080"`` for an engine.
+
+    An engine holds the weights, so ``model`` may be left out (the family then comes from
+    ``family=`` or the engine's chat template); a catalog name or a local copy of the weights
+    names the family, and gives vLLM and SGLang the tokenizer.
     """
     cls = backend_class(backend)
     accepted = inspect.signature(cls).parameters
@@ -61,7 +85,28 @@ def load(
             raise UsageError(
                 f"the {backend} backend takes no option {', '.join(unknown)}; its options: {', '.join(options)}"
             )
+    if getattr(cls, "remote", False):
+        return _load_remote(cls, model, family=family, template=template, download=download, options=backend_options)
     path, entry = resolve_model(model or default_model(), download=download)
     if entry is not None and backend not in entry.backends:
         raise UsageError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
     return Model(cls(path, **backend_options), family=family or (entry.family if entry else None), template=template)
+
+
+def _load_remote(cls: Any, model: str | None, *, family: str | None, template: str | None, download: bool,
+                 options: dict[str, Any]) -> Model:
+    """An engine backend: the weights stay with the engine; a local copy is read only for its
+    tokenizer (when the backend tokenizes locally) and its metadata."""
+    path: Path | None = None
+    entry = catalog().get(model) if model else None
+    if entry is not None:
+        if entry.cached:
+            path = entry.path
+        elif cls.local_tokenizer:
+            path, _ = resolve_model(entry.name, download=download)
+    elif model:
+        path = Path(model).expanduser()
+        if not path.exists():
+            raise ModelError(f"no file or directory at {path}: with the {cls.name} backend, model is a catalog name, "
+                             "a local copy of the weights (read for the tokenizer and family), or left out")
+    return Model(cls(path, **options), family=family or (entry.family if entry else None), template=template)

@@ -230,10 +230,10 @@ class Model:
                 max_tokens=min(reasoning_budget, max_tokens), temperature=temperature, top_p=top_p, seed=seed,
                 stop=list(self.family.stop) + ([] if constrained else [self.family.reasoning_end]),
                 repeat_penalty=repeat_penalty, **extra)
-            attempts, completion_tokens, decode_seconds = 1, len(first.tokens), first.decode_seconds
+            attempts, completion_tokens, decode_seconds = 1, first.generated, first.decode_seconds
             prompt_tokens, prompt_seconds = first.prompt_tokens, first.prompt_seconds
             opened = mode == "open" or first.text.lstrip().startswith(self.family.reasoning_start)
-            if opened and len(first.tokens) >= max_tokens:
+            if opened and first.generated >= max_tokens:
                 # A thought that took every token leaves none for an answer.
                 return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds)
@@ -243,7 +243,7 @@ class Model:
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds)
             if opened:
                 prompt, thought = self._after_thought(prompt, first.text, fmt)
-                max_tokens -= len(first.tokens)
+                max_tokens -= first.generated
                 fmt = fmt.after_reasoning()
             # Otherwise an answer without thinking ran into the budget: it is generated again, whole.
         for penalty in penalties:
@@ -259,7 +259,7 @@ class Model:
                 repeat_penalty=penalty,
                 **extra,
             )
-            completion_tokens += len(gen.tokens)
+            completion_tokens += gen.generated
             decode_seconds += gen.decode_seconds
             raw = gen.text
             cut = gen.finish_reason == "length" and fmt.cut_inside_call(raw)

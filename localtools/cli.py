@@ -15,6 +15,9 @@ from typing import Any
 
 from ._errors import LocalToolsError, UsageError
 
+#: In-process backends, then the engines (kept in step with ``_load.BACKENDS`` and ``ENGINES`` by a test).
+BACKEND_CHOICES = ["llama-cpp", "transformers", "llama-server", "vllm", "sglang"]
+
 EPILOG = """examples:
   localtools run "What is 17 * 23 + 4?" --tools localtools.examples:ALL
   localtools run "Plan of cust-1001?" --tools ./my_tools.py:get_customer --trace trace.jsonl
@@ -24,6 +27,8 @@ EPILOG = """examples:
   localtools serve --model qwen2.5-coder-0.5b --port 8000   # then base_url="http://127.0.0.1:8000/v1"
   localtools bench --bfcl --category simple_python --category irrelevance --sample 20 --json bench.json
   localtools bench --sample 40 --peer llama-cpp-python --peer openai:http://127.0.0.1:8080/v1 --plot bench.png
+  localtools engines start llama-server --model qwen2.5-coder-0.5b --parallel 4 --port 8080
+  localtools serve --backend llama-server --engine-url http://127.0.0.1:8080 --model qwen2.5-coder-0.5b
 """
 
 
@@ -60,8 +65,10 @@ def _load_tools(specs: list[str]) -> list[Any]:
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "-m", help="catalog name (see 'localtools models list') or a .gguf path; "
                    "default: the first catalog model")
-    p.add_argument("--backend", default="llama-cpp", choices=["llama-cpp", "transformers"],
-                   help="inference backend (default: llama-cpp); 'localtools models list' says which a model runs on")
+    p.add_argument("--backend", default="llama-cpp", choices=BACKEND_CHOICES,
+                   help="inference backend (default: llama-cpp); 'localtools models list' says which a model runs on. "
+                   "llama-server, vllm, sglang: a running engine at --engine-url runs the tokens (it holds the weights; "
+                   "--model then only names the family, and for vllm/sglang the tokenizer)")
     p.add_argument("--family", help="model family, overriding detection (see 'localtools templates')")
     p.add_argument("--template", help="'model' to use the GGUF's own chat template, or a Jinja file")
     p.add_argument("--n-gpu-layers", type=int, help="llama-cpp: layers to offload to the GPU (-1: all; needs a CUDA build)")
@@ -74,6 +81,20 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", help="transformers: auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--engine", choices=["llguidance", "xgrammar", "outlines_core"],
                    help="transformers: the grammar mask engine (default xgrammar)")
+    _engine_args(p)
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine-url", metavar="URL", help="llama-server / vllm / sglang: the engine's address, e.g. "
+                   "http://127.0.0.1:8080")
+    p.add_argument("--engine-api-key", metavar="KEY", help="llama-server / vllm / sglang: the engine's API key, if it has one")
+    p.add_argument("--engine-timeout", type=float, metavar="S",
+                   help="llama-server / vllm / sglang: seconds the engine may stay silent (default 300)")
+    p.add_argument("--tokenizer", metavar="PATH", help="vllm / sglang: the model's tokenizer here (a .gguf or a Hugging "
+                   "Face directory; default: --model's file). The prompt is tokenized here so message text never "
+                   "becomes control tokens")
+    p.add_argument("--served-model", metavar="ID", help="vllm / sglang: the model id to ask the engine for (default: "
+                   "the first it serves)")
 
 
 def _tool_args(p: argparse.ArgumentParser) -> None:
@@ -148,8 +169,10 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sample", type=int, default=40, metavar="N", help="cases per category, evenly spread (default 40)")
     bench.add_argument("--seed", type=int, default=0, help="shifts which cases the even spread picks (default 0)")
     bench.add_argument("--model", "-m", action="append", help="catalog name or .gguf path (repeatable; default: the default model)")
-    bench.add_argument("--backend", action="append", choices=["llama-cpp", "transformers"],
-                       help="repeatable; default llama-cpp")
+    bench.add_argument("--backend", action="append", choices=BACKEND_CHOICES,
+                       help="repeatable; default llama-cpp. llama-server / vllm / sglang: the engine at --engine-url, "
+                       "scored with the same prompts, grammars and parser as in process")
+    _engine_args(bench)
     bench.add_argument("--mode", action="append", choices=["free", "constrained"], help="repeatable; default both")
     bench.add_argument("--tool-choice", action="append", choices=["auto", "required"], help="repeatable; default auto")
     bench.add_argument("--peer", action="append", default=[], metavar="native|llama-cpp-python|openai:URL[#MODEL]",
@@ -174,13 +197,18 @@ def _build_parser() -> argparse.ArgumentParser:
         "serve", help="an OpenAI-compatible endpoint (chat completions with tools) on one model",
         description="Serve POST /v1/chat/completions, GET /v1/models and GET /health. Point the openai SDK, "
         "PydanticAI or LangChain at http://HOST:PORT/v1 (any api_key, or the one given to --api-key). Tool calls are grammar-constrained: "
-        "tool_choice required/named is enforced and every call matches its schema. One request runs at a "
-        "time; the rest wait in order, and a full queue answers 503 with Retry-After.")
+        "tool_choice required/named is enforced and every call matches its schema. In process one request runs at a "
+        "time; with --backend llama-server/vllm/sglang the engine at --engine-url runs the tokens and batches as many "
+        "requests as it has slots (--concurrency). The rest wait in order, and a full queue answers 503 with "
+        "Retry-After.")
     _model_args(serve)
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1: this machine only)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
     serve.add_argument("--queue", type=int, default=16, metavar="N",
-                       help="requests that may wait behind the running one; more get a 503 (default 16)")
+                       help="requests that may wait behind the running ones; more get a 503 (default 16)")
+    serve.add_argument("--concurrency", type=int, metavar="N",
+                       help="requests answered at once (default: 1 in process; with an engine backend, as many as the "
+                       "engine batches: llama-server's --parallel slots)")
     serve.add_argument("--max-tokens", type=int, default=1024, help="for requests that set no max_tokens (default 1024)")
     serve.add_argument("--temperature", type=float, default=0.0,
                        help="for requests that set none (default 0: greedy; OpenAI's own default is 1.0)")
@@ -206,6 +234,26 @@ def _build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--no-checksum", action="store_true", help="skip hashing the cached models (seconds per GB)")
     doctor.add_argument("--timeout", type=float, default=600, help="seconds a test generation may take (default 600)")
 
+    engines = sub.add_parser(
+        "engines", help="build and start llama-server, for --backend llama-server",
+        description="'build llama-server' compiles llama.cpp's server (its target alone) from the llama.cpp sources "
+        "in the llama-cpp-python sdist the llama-cpp backend uses, tuned for this CPU, and caches it (minutes the "
+        "first time; then it prints the cached path). $LOCALTOOLS_LLAMA_SERVER names a binary of your own instead. "
+        "'start llama-server' runs it on a catalog model or GGUF, on 127.0.0.1, until interrupted; then point "
+        "--backend llama-server --engine-url at it.")
+    esub = engines.add_subparsers(dest="engines_command", required=True, metavar="ACTION")
+    ebuild = esub.add_parser("build", help="build llama-server and print its path")
+    ebuild.add_argument("engine", choices=["llama-server"])
+    ebuild.add_argument("--force", action="store_true", help="build again even if a build is cached")
+    ebuild.add_argument("--jobs", "-j", type=int, help="parallel compile jobs (default: every core)")
+    estart = esub.add_parser("start", help="run llama-server on a model until interrupted")
+    estart.add_argument("engine", choices=["llama-server"])
+    estart.add_argument("--model", "-m", help="catalog name or .gguf path (default: the first catalog model)")
+    estart.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080)")
+    estart.add_argument("--parallel", type=int, default=4, help="requests it batches at once (slots; default 4)")
+    estart.add_argument("--n-ctx", type=int, default=4096, help="context per slot in tokens (default 4096)")
+    estart.add_argument("--threads", type=int, help="CPU threads (default: llama-server's choice)")
+
     models = sub.add_parser("models", help="list or download catalog models")
     msub = models.add_subparsers(dest="models_command", required=True, metavar="ACTION")
     msub.add_parser("list", help="one model a line: name, family, backends, size, where it is cached")
@@ -215,13 +263,36 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _engine_options(args: argparse.Namespace, backend: str) -> dict[str, Any]:
+    """The engine options given on the command line, for an engine backend (``{}`` for others)."""
+    from ._load import ENGINES
+
+    if backend not in ENGINES:
+        given = [f"--{k.replace('_', '-')}" for k in ("engine_url", "engine_api_key", "engine_timeout", "tokenizer",
+                                                     "served_model") if getattr(args, k, None) is not None]
+        if given and not any(b in ENGINES for b in _backends(args)):
+            raise UsageError(f"{', '.join(given)} only apply to an engine backend (--backend {' | '.join(ENGINES)})")
+        return {}
+    if not args.engine_url:
+        raise UsageError(f"--backend {backend} needs --engine-url URL (where the engine listens, e.g. http://127.0.0.1:8080)")
+    options = {"url": args.engine_url, "api_key": args.engine_api_key, "timeout": args.engine_timeout}
+    if backend != "llama-server":  # llama-server tokenizes itself and serves one model
+        options |= {"tokenizer": args.tokenizer, "served_model": args.served_model}
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _backends(args: argparse.Namespace) -> list[str]:
+    backend = getattr(args, "backend", None) or ["llama-cpp"]
+    return backend if isinstance(backend, list) else [backend]
+
+
 def _load_model(args: argparse.Namespace) -> Any:
     from ._load import load
 
     # Only the options given on the command line; each backend rejects those it does not take.
     given = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx, "extra_buffers": args.extra_buffers,
              "device": args.device, "dtype": args.dtype, "engine": args.engine}
-    options = {k: v for k, v in given.items() if v is not None}
+    options = {k: v for k, v in given.items() if v is not None} | _engine_options(args, args.backend)
     return load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
 
 
@@ -373,6 +444,27 @@ def _cmd_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_engines(args: argparse.Namespace) -> int:
+    from ._catalog import default_model, resolve_model
+    from ._engines import build_llama_server, running_llama_server
+
+    def progress(line: str) -> None:
+        print(f"… {line}", file=sys.stderr, flush=True)
+
+    if args.engines_command == "build":
+        print(build_llama_server(force=args.force, jobs=args.jobs, progress=progress))
+        return 0
+    path, _ = resolve_model(args.model or default_model())
+    binary = build_llama_server(progress=progress)
+    with running_llama_server(path, binary=binary, parallel=args.parallel, n_ctx=args.n_ctx, port=args.port,
+                              threads=args.threads) as engine:
+        print(f"llama-server on {path.name} at {engine.url} ({args.parallel} slots of {args.n_ctx} tokens); "
+              f"use --backend llama-server --engine-url {engine.url}. Ctrl-C stops it.", flush=True)
+        engine.process.wait()
+        print(f"llama-server exited ({engine.process.returncode}):\n{engine.log_tail()}", file=sys.stderr)
+    return 1
+
+
 def _cmd_doctor(args: argparse.Namespace) -> int:
     from ._doctor import diagnose, render
 
@@ -475,7 +567,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         for name in names for backend in backends
         for choice in choices for decoding in (args.mode or ["free", "constrained"])]
     models: dict[tuple[str, str], Any] = {} if args.peers_only else {
-        (name, backend): load(name, backend=backend) for name in names for backend in backends}
+        (name, backend): load(name, backend=backend, **_engine_options(args, backend)) for name in names
+        for backend in backends}
     peers, peer_modes = _bench_peers(args, names, choices)
     models.update(peers)
     modes += peer_modes
@@ -519,9 +612,12 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     from ._catalog import default_model
     from .serve import ServerConfig, create_app, serve
 
-    name = args.name or Path(args.model or default_model()).name.removesuffix(".gguf")
     model = _load_model(args)
-    config = ServerConfig(model_name=name, max_queue=args.queue, default_max_tokens=args.max_tokens,
+    # Behind an engine with no --model, the model is the one the engine serves.
+    served = model.name if getattr(model.backend, "remote", False) else default_model()
+    name = args.name or Path(args.model or served).name.removesuffix(".gguf")
+    config = ServerConfig(model_name=name, max_queue=args.queue, concurrency=args.concurrency,
+                          default_max_tokens=args.max_tokens,
                           default_temperature=args.temperature, max_body_bytes=args.max_body_bytes,
                           api_key=args.api_key or None)
     create_app(model, config)  # a missing starlette fails here, before the socket opens
@@ -536,7 +632,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models,
-                "bench": _cmd_bench, "serve": _cmd_serve, "doctor": _cmd_doctor}
+                "bench": _cmd_bench, "serve": _cmd_serve, "doctor": _cmd_doctor, "engines": _cmd_engines}
     try:
         return handlers[args.command](args)
     except LocalToolsError as exc:

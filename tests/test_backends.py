@@ -49,8 +49,9 @@ def test_llama_cpp_mask_must_be_lazy_or_full() -> None:
 
 
 def test_load_refuses_an_unknown_backend() -> None:
-    with pytest.raises(LocalToolsError, match="unknown backend 'vllm'; available: llama-cpp, transformers"):
-        localtools.load("smollm2-135m", backend="vllm")
+    with pytest.raises(LocalToolsError, match="unknown backend 'nonesuch'; available: llama-cpp, transformers, "
+                       "llama-server, vllm, sglang"):
+        localtools.load("smollm2-135m", backend="nonesuch")
 
 
 def test_cut_at_stop_takes_the_earliest_stop_string() -> None:

@@ -189,3 +189,38 @@ def test_engines_agree_on_reasoning_then_the_answer(mode: str) -> None:
         for text in texts:
             assert accepts(text) == matches(fmt.grammar, text), f"{name} disagrees with the grammar on {text!r}"
     assert matches(fmt.grammar, texts[0]) and not matches(fmt.grammar, texts[6])
+
+
+def xgrammar_accepts_prefix(compiled: object, text: str) -> bool:
+    matcher = xgr.GrammarMatcher(compiled)
+    return all(matcher.accept_token(b) for b in text.encode())
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3", "mistral-tekken", "qwen3.5", "lfm2", "gemma4", "functionary"])
+@pytest.mark.parametrize("choice", ["auto", "required"])
+def test_prefix_matching_agrees_with_xgrammar(family: str, choice: str) -> None:
+    """What the engine backends' reply check accepts as a cut reply is what an engine decoding
+    under the same GBNF could have written so far: every prefix of strings from the grammar, and
+    those strings with a character slipped in."""
+    import random
+
+    from sampler import sample
+
+    g = build_grammar(get_family(family), [CUSTOMER, *one_tool({"type": "object", "properties": {
+        "n": {"type": "integer"}, "tags": {"type": "array", "items": {"type": "string"}}}})], choice)
+    compiled = _XGR_COMPILER.compile_grammar(g.to_gbnf())
+    rng = random.Random(f"{family}/{choice}")
+    checked = rejected = 0
+    for _ in range(12):
+        text = sample(g, rng)
+        for cut in sorted({rng.randrange(len(text) + 1) for _ in range(6)} | {len(text)}):
+            variants = [text[:cut]]
+            if cut:
+                at = rng.randrange(cut)
+                variants.append(text[:at] + rng.choice('x{"<\n ]') + text[at:cut])
+            for candidate in variants:
+                ours = matches(g, candidate, prefix=True)
+                assert ours == xgrammar_accepts_prefix(compiled, candidate), (family, choice, candidate)
+                checked += 1
+                rejected += not ours
+    assert rejected > 0 and checked - rejected > 0  # both answers were exercised

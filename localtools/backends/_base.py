@@ -23,6 +23,15 @@ class Generation:
     prompt_seconds: float = 0.0
     #: Time for the remaining tokens.
     decode_seconds: float = 0.0
+    #: Prompt tokens an engine reused from its cache (0 where the backend does not say).
+    cached_tokens: int = 0
+    #: Tokens generated, where a backend knows the count but not the ids (``None``: ``len(tokens)``).
+    completion_tokens: int | None = None
+
+    @property
+    def generated(self) -> int:
+        """How many tokens were generated."""
+        return len(self.tokens) if self.completion_tokens is None else self.completion_tokens
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str | None:

@@ -12,23 +12,33 @@ from ._text import text_ends, until_end
 __all__ = ["matches"]
 
 
-def matches(grammar: Grammar, text: str) -> bool:
-    """Whether ``text`` is in the language of ``grammar`` (a set-of-positions matcher).
+def matches(grammar: Grammar, text: str, *, prefix: bool = False) -> bool:
+    """Whether ``text`` is in the language of ``grammar`` (a set-of-positions matcher); with
+    ``prefix``, whether some string of the language starts with ``text`` (a generation that
+    ``max_tokens`` or a stop string ended).
 
     The walk keeps its own stack (deep recursion would need the interpreter's recursion limit
     raised, for every thread at once), and reads a ``Text`` node in one pass: spelled out as rules
     it would cost time quadratic in the text's length.
     """
     rules = grammar.rules
+    end = len(text)
 
     def leaf(e: Expr, pos: int) -> frozenset[int] | None:
+        if prefix and pos >= end:
+            # The text ran out here: whatever follows could still come.
+            return frozenset((end,))
         if isinstance(e, Text):
             return text_ends(e, text, pos)
         if isinstance(e, Until):
-            end = until_end(e, text, pos)
-            return frozenset() if end is None else frozenset((end,))
+            stop = until_end(e, text, pos)
+            if stop is None:
+                return frozenset((end,)) if prefix else frozenset()
+            return frozenset((stop,))
         if isinstance(e, Lit):
-            return frozenset((pos + len(e.text),)) if text.startswith(e.text, pos) else frozenset()
+            if text.startswith(e.text, pos):
+                return frozenset((pos + len(e.text),))
+            return frozenset((end,)) if prefix and e.text.startswith(text[pos:]) else frozenset()
         if isinstance(e, Chars):
             return frozenset((pos + 1,)) if pos < len(text) and _class_match(e.body, text[pos]) else frozenset()
         if isinstance(e, Any_):
@@ -41,7 +51,7 @@ def matches(grammar: Grammar, text: str) -> bool:
     value = leaf(start, 0)
     if value is None:
         memo[(id(start), 0)] = frozenset()  # an entry while in progress guards against left recursion
-        stack.append(((id(start), 0), _ends(start, 0, rules)))
+        stack.append(((id(start), 0), _ends(start, 0, rules, end if prefix else -1)))
     while stack:
         key, walk = stack[-1]
         try:
@@ -58,12 +68,15 @@ def matches(grammar: Grammar, text: str) -> bool:
             value = memo[sub_key]
             continue
         memo[sub_key] = frozenset()
-        stack.append((sub_key, _ends(sub, pos, rules)))
+        stack.append((sub_key, _ends(sub, pos, rules, end if prefix else -1)))
     assert value is not None
-    return len(text) in value
+    return end in value
 
-def _ends(e: Expr, pos: int, rules: dict[str, Expr]) -> Generator[tuple[Expr, int], frozenset[int], set[int]]:
-    """The end positions of ``e`` matched from ``pos``; asks ``matches`` for each part's ends."""
+def _ends(e: Expr, pos: int, rules: dict[str, Expr],
+          sticky: int = -1) -> Generator[tuple[Expr, int], frozenset[int], set[int]]:
+    """The end positions of ``e`` matched from ``pos``; asks ``matches`` for each part's ends.
+    ``sticky``: where the text runs out when prefixes count (-1 otherwise): reaching it, a
+    repeat needs no more items, whatever its minimum."""
     if isinstance(e, Ref):
         return set((yield rules[e.name], pos))
     if isinstance(e, Seq):
@@ -91,5 +104,7 @@ def _ends(e: Expr, pos: int, rules: dict[str, Expr]) -> Generator[tuple[Expr, in
             count += 1
             if count >= e.min:
                 out |= current
+            elif sticky in after:
+                out.add(sticky)
         return out
     raise TypeError(f"cannot match {e!r}; lower the grammar first")

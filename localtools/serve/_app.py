@@ -1,8 +1,9 @@
 """``localtools serve``: an OpenAI-compatible chat-completions endpoint on one local model.
 
-One model instance answers one request at a time (llama.cpp contexts are not thread-safe): requests
-wait in a first-come, first-served queue of bounded length, and a request that finds it full gets a
-503 with ``Retry-After``. Tool calls are always grammar-constrained, so ``tool_choice`` is enforced
+A model in this process answers one request at a time (llama.cpp contexts are not thread-safe); a
+serving engine behind the model (``--backend llama-server``, ``vllm``, ``sglang``) gets as many at
+once as it batches. The rest wait in a first-come, first-served queue of bounded length, and a
+request that finds it full gets a 503 with ``Retry-After``. Tool calls are always grammar-constrained, so ``tool_choice`` is enforced
 and every returned call parses and matches its tool's schema.
 
 A request never gets a 500: a bad one gets a 400 naming the field (``code`` says which check), a
@@ -27,6 +28,9 @@ from typing import Any
 
 from .._errors import (
     ContextLengthExceeded,
+    EngineError,
+    EngineIgnoredGrammar,
+    EngineUnavailable,
     GenerationCancelled,
     GenerationTruncated,
     GrammarError,
@@ -51,8 +55,11 @@ SERVE_HINT = "pip install 'localtools[serve]'"
 class ServerConfig:
     #: The model id clients see in /v1/models and in every response.
     model_name: str
-    #: Requests that may wait behind the one being answered; one more gets a 503.
+    #: Requests that may wait behind the ones being answered; one more gets a 503.
     max_queue: int = 16
+    #: Requests answered at once; ``None``: one for a model in this process, as many as the engine
+    #: batches for an engine backend (its ``concurrency``).
+    concurrency: int | None = None
     #: Used when a request sets none (OpenAI's default temperature is 1.0; greedy suits small models).
     default_max_tokens: int = 1024
     default_temperature: float = 0.0
@@ -70,6 +77,9 @@ _STATUS: tuple[tuple[type[LocalToolsError], int, str], ...] = (
     (ToolDefinitionError, 400, "invalid_tool"),
     (UsageError, 400, "invalid_value"),
     (ModelError, 503, "model_error"),
+    (EngineUnavailable, 503, "engine_unavailable"),
+    (EngineIgnoredGrammar, 502, "engine_ignored_grammar"),
+    (EngineError, 502, "engine_error"),
 )
 
 
@@ -96,21 +106,24 @@ class _QueueFull(Exception):
 
 
 class _Worker:
-    """Runs model calls one at a time on a single thread, in arrival order."""
+    """Runs model calls ``concurrency`` at a time on as many threads, in arrival order."""
 
-    def __init__(self, max_queue: int) -> None:
+    def __init__(self, max_queue: int, concurrency: int = 1) -> None:
+        if concurrency < 1:
+            raise UsageError(f"concurrency must be at least 1, not {concurrency}")
         self.max_queue = max_queue
+        self.concurrency = concurrency
         self.pending = 0
         self.served = 0
         self.rejected = 0
         self._avg_seconds = 1.0
-        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="localtools-model")
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="localtools-model")
 
     async def run(self, job: Callable[[], ChatResult]) -> ChatResult:
-        if self.pending > self.max_queue:
+        if self.pending >= self.max_queue + self.concurrency:
             self.rejected += 1
             # The wait the queue ahead would take at the recent pace.
-            raise _QueueFull(max(1, round(self.pending * self._avg_seconds)))
+            raise _QueueFull(max(1, round(self.pending * self._avg_seconds / self.concurrency)))
         self.pending += 1
         try:
             result = await asyncio.get_running_loop().run_in_executor(self._pool, self._timed, job)
@@ -173,7 +186,8 @@ def create_app(model: Model, config: ServerConfig) -> Any:
     except ImportError as exc:
         raise MissingDependency(f"localtools serve needs starlette and uvicorn: {SERVE_HINT}") from exc
 
-    worker = _Worker(config.max_queue)
+    concurrency = config.concurrency or int(getattr(model.backend, "concurrency", 1) or 1)
+    worker = _Worker(config.max_queue, concurrency)
 
     def error(status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
               code: str | None = None, headers: dict[str, str] | None = None) -> Response:
@@ -275,9 +289,18 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             {"id": config.model_name, "object": "model", "created": 0, "owned_by": "localtools"}]})
 
     async def health(http: Request) -> Response:
-        return JSONResponse({"status": "ok", "model": config.model_name, "family": model.family.name,
-                             "backend": model.backend.name, "pending": worker.pending, "served": worker.served,
-                             "rejected": worker.rejected})
+        body: dict[str, Any] = {"status": "ok", "model": config.model_name, "family": model.family.name,
+                                "backend": model.backend.name, "concurrency": worker.concurrency,
+                                "pending": worker.pending, "served": worker.served, "rejected": worker.rejected}
+        ask = getattr(model.backend, "health", None)
+        if callable(ask):
+            # An engine behind the model: this server is as healthy as it is.
+            engine = await asyncio.get_running_loop().run_in_executor(None, ask)
+            body["engine"] = engine
+            if not engine.get("ok"):
+                body["status"] = "engine_unavailable"
+                return JSONResponse(body, status_code=503)
+        return JSONResponse(body)
 
     async def not_found(http: Request, exc: Exception) -> Response:
         return error(404, f"no route {http.method} {http.url.path}; this server has POST /v1/chat/completions, "

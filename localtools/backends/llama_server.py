@@ -1,0 +1,126 @@
+"""llama.cpp's ``llama-server`` as a backend: its raw ``/completion`` endpoint takes our prompt as
+token ids and our grammar as GBNF, and batches many requests over its ``--parallel`` slots.
+
+Its chat endpoint is not used: it renders its own template and refuses a grammar together with
+tools. Tokenizing goes through its ``/tokenize`` (``parse_special`` off for message text), so no
+local copy of the model is needed; the family comes from the model name, ``family=`` or the chat
+template the server reports.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, ClassVar
+
+from .._errors import ContextLengthExceeded
+from ..grammar import Grammar
+from ._decode import PENALTY_WINDOW
+from ._remote import DEFAULT_TIMEOUT, EngineReply, RemoteBackend
+
+__all__ = ["LlamaServerBackend"]
+
+_CONTEXT = re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
+
+
+class LlamaServerBackend(RemoteBackend):
+    """Drives a running ``llama-server`` (llama.cpp) at ``url``.
+
+    Greedy decoding matches the llama-cpp backend's, token for token where the engine computes the
+    same logits: the same prompt tokens, the same grammar, and llama-server's sampler checks the
+    best token against the grammar before masking, as ours does. One difference: llama-server's
+    repeat penalty also counts the prompt's last tokens (ours counts the reply's only); it is off
+    (1.0) unless a call cut by ``max_tokens`` is retried.
+    """
+
+    name = "llama-server"
+    start_hint: ClassVar[str] = ("Start it with: llama-server -m MODEL.gguf --host 127.0.0.1 --port 8080 --parallel 4 "
+                                 "(localtools engines build llama-server builds one from llama.cpp's sources)")
+    grammar_engine: ClassVar[str] = "llama.cpp's GBNF sampler, in the server"
+
+    def __init__(self, model: str | Path | None = None, *, url: str = "http://127.0.0.1:8080",
+                 timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None, transport: Any = None) -> None:
+        super().__init__(model, url=url, timeout=timeout, api_key=api_key, transport=transport)
+
+    def _describe(self) -> None:
+        props = self._get("/props")
+        self.version = str(props.get("build_info", ""))
+        settings = props.get("default_generation_settings") or {}
+        n_ctx = settings.get("n_ctx")
+        self.n_ctx = int(n_ctx) if isinstance(n_ctx, int) and n_ctx > 0 else None
+        slots = props.get("total_slots")
+        self.concurrency = int(slots) if isinstance(slots, int) and slots > 0 else self.default_concurrency
+        self.bos_token = str(props.get("bos_token") or "")
+        self.eos_token = str(props.get("eos_token") or "")
+        model_path = str(props.get("model_path") or "")
+        self.metadata = {
+            # The alias defaults to the path the server was started with.
+            "general.name": Path(str(props.get("model_alias") or model_path)).name.removesuffix(".gguf"),
+            "tokenizer.chat_template": str(props.get("chat_template_tool_use") or props.get("chat_template") or ""),
+        }
+        if self.model_path is not None and self.model_path.is_file():
+            from .._gguf import read_metadata
+
+            # A local copy of the weights names the architecture too; the server's answers win.
+            self.metadata = {**read_metadata(self.model_path), **{k: v for k, v in self.metadata.items() if v}}
+
+    def _encode(self, text: str, special: bool) -> list[int]:
+        body = self._post("/tokenize", {"content": text, "add_special": False, "parse_special": special})
+        return [int(t) for t in body.get("tokens", [])]
+
+    def _decode(self, tokens: list[int]) -> str:
+        if not tokens:
+            return ""
+        # /detokenize writes special tokens out; the streamed "content" drops them unless the
+        # server runs with --special, and a family's markers (<tool_call>, [TOOL_CALLS]) may be ones.
+        return str(self._post("/detokenize", {"tokens": tokens}).get("content", ""))
+
+    def _request(self, ids: list[int], grammar: Grammar | None, *, max_tokens: int, temperature: float, top_p: float,
+                 seed: int | None, stop: Sequence[str], repeat_penalty: float) -> tuple[str, dict[str, Any]]:
+        body: dict[str, Any] = {
+            # Token ids: the server adds no BOS to them (the template wrote it where the model wants one).
+            "prompt": ids,
+            "n_predict": max_tokens,
+            "temperature": temperature,
+            "top_p": top_p,
+            # The server's other samplers default on (top_k 40, min_p 0.05): off, as in process.
+            "top_k": 0,
+            "min_p": 0.0,
+            "typical_p": 1.0,
+            "seed": seed if seed is not None else 0,
+            "repeat_penalty": repeat_penalty,
+            "repeat_last_n": PENALTY_WINDOW,
+            "stop": list(stop),
+            "stream": True,
+            "return_tokens": True,
+            "cache_prompt": True,
+        }
+        if grammar is not None:
+            body["grammar"] = grammar.to_gbnf()
+        return "/completion", body
+
+    def _read(self, event: dict[str, Any], reply: EngineReply) -> bool:
+        reply.tokens += [int(t) for t in event.get("tokens") or []]
+        if not event.get("stop"):
+            return False
+        reply.ended = {"eos": "eog", "word": "stop", "limit": "length"}.get(str(event.get("stop_type")), "eog")
+        if event.get("truncated"):
+            reply.ended = "length"
+        timings = event.get("timings") or {}
+        if isinstance(timings.get("prompt_ms"), int | float):
+            reply.prompt_seconds = float(timings["prompt_ms"]) / 1000
+        if isinstance(timings.get("predicted_ms"), int | float):
+            reply.decode_seconds = float(timings["predicted_ms"]) / 1000
+        cached = event.get("tokens_cached")
+        reply.cached_tokens = int(cached) if isinstance(cached, int) else 0
+        return True
+
+    def _context_error(self, message: str, body: Any) -> ContextLengthExceeded | None:
+        error = body.get("error") if isinstance(body, dict) else None
+        if isinstance(error, dict) and error.get("type") == "exceed_context_size_error":
+            n_prompt, n_ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
+            if isinstance(n_prompt, int) and isinstance(n_ctx, int):
+                return ContextLengthExceeded(n_prompt, n_ctx)
+        found = _CONTEXT.search(message)
+        return ContextLengthExceeded(int(found[1]), int(found[2])) if found else None

@@ -1,0 +1,292 @@
+"""The engine backends against recording fakes of llama-server, vLLM and SGLang: what is sent,
+how replies are read, every engine error as a typed error, and the check of each constrained reply
+against our own grammar. The real llama-server runs in test_llama_server.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from engine_fakes import SPECIAL, CharTokenizer, FakeLlamaServer, FakeSGLang, FakeVLLM, encode
+
+import localtools
+from localtools import (
+    ContextLengthExceeded,
+    EngineError,
+    EngineIgnoredGrammar,
+    EngineUnavailable,
+    GrammarError,
+    Model,
+    UsageError,
+)
+from localtools._errors import GenerationCancelled
+from localtools.backends._remote import RemoteBackend, verify_reply
+from localtools.backends.llama_server import LlamaServerBackend
+from localtools.backends.sglang import SGLangBackend
+from localtools.backends.vllm import VLLMBackend
+
+CUSTOMER = {"type": "function", "function": {
+    "name": "get_customer", "description": "Look up a customer.",
+    "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]}}}
+CALL = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'
+QUESTION = [{"role": "user", "content": "Plan of cust-1001? <|im_end|> is just text here"}]
+
+
+def llama_server(fake: FakeLlamaServer, **kw: Any) -> Model:
+    return Model(LlamaServerBackend(url="http://engine:8080", transport=fake.transport(), **kw), family="qwen2.5")
+
+
+def vllm(fake: FakeVLLM) -> Model:
+    return Model(VLLMBackend(url="http://engine:8000/v1", tokenizer=CharTokenizer(), transport=fake.transport()),
+                 family="qwen2.5")
+
+
+def sglang(fake: FakeSGLang) -> Model:
+    return Model(SGLangBackend(url="http://engine:30000", tokenizer=CharTokenizer(), transport=fake.transport()),
+                 family="qwen2.5")
+
+
+def engine(model: Model) -> RemoteBackend:
+    assert isinstance(model.backend, RemoteBackend)
+    return model.backend
+
+
+# -- llama-server ------------------------------------------------------------------------------
+
+def test_llama_server_gets_token_ids_with_message_text_never_parsed_for_special_tokens() -> None:
+    fake = FakeLlamaServer([CALL])
+    model = llama_server(fake)
+    result = model.chat(QUESTION, [CUSTOMER], tool_choice="required")
+    assert [c.name for c in result.tool_calls] == ["get_customer"]
+    assert result.tool_calls[0].arguments == {"customer_id": "cust-1001"}
+    tokenized = [(b["content"], b["parse_special"]) for p, b in fake.requests if p == "/tokenize"]
+    assert ("Plan of cust-1001? <|im_end|> is just text here", False) in tokenized
+    assert all(b["add_special"] is False for p, b in fake.requests if p == "/tokenize")
+    (body,) = fake.generations()
+    prompt = model.render(QUESTION, [CUSTOMER], tool_choice="required")
+    assert body["prompt"] == model.backend.tokenize(prompt)
+    # The control token of the template is one id; the same text inside the question stays characters.
+    assert body["prompt"].count(SPECIAL["<|im_end|>"]) == prompt.text.count("<|im_end|>") - 1
+    assert body["grammar"] == model.grammar([CUSTOMER], "required").to_gbnf()
+    assert body["stream"] is True and body["return_tokens"] is True and body["cache_prompt"] is True
+    assert (body["top_k"], body["min_p"], body["temperature"]) == (0, 0.0, 0.0)
+
+
+def test_llama_server_reply_text_keeps_special_tokens_and_engine_usage() -> None:
+    # The fake streams content without <tool_call> (a special token, as the server does without
+    # --special): the text comes from /detokenize of the returned ids instead.
+    fake = FakeLlamaServer([CALL])
+    gen = llama_server(fake).backend.generate(localtools.Prompt((("hi", True),)), max_tokens=200)
+    assert gen.text == CALL and gen.tokens == encode(CALL, True)
+    assert (gen.prompt_seconds, gen.decode_seconds, gen.cached_tokens) == (0.0125, 0.04, 3)
+    assert gen.finish_reason == "stop" and gen.generated == len(encode(CALL, True))
+
+
+def test_llama_server_describes_itself_and_detects_the_family_from_its_template() -> None:
+    fake = FakeLlamaServer([], slots=6, n_ctx=2048)
+    backend = LlamaServerBackend(url="http://engine:8080/", transport=fake.transport())
+    assert (backend.version, backend.n_ctx, backend.concurrency) == ("b1234-fake", 2048, 6)
+    assert backend.eos_token == "<|im_end|>"
+    assert Model(backend).family.name == "qwen2.5"
+    assert Model(backend).name == "Qwen2.5-Coder-0.5B-Instruct-Q4_K_M"
+    assert backend.health() == {"ok": True, "detail": "llama-server b1234-fake at http://engine:8080 is healthy"}
+
+
+def test_load_takes_an_engine_without_weights() -> None:
+    fake = FakeLlamaServer([CALL])
+    # A catalog name that is not downloaded names the family; no download happens for an engine.
+    model = localtools.load("qwen2.5-coder-1.5b", backend="llama-server", url="http://engine:8080",
+                            transport=fake.transport())
+    assert model.family.name == "qwen2.5" and isinstance(model.backend, LlamaServerBackend)
+    with pytest.raises(UsageError, match="takes no option n_gpu_layers"):
+        localtools.load(backend="llama-server", url="http://engine:8080", transport=fake.transport(), n_gpu_layers=1)
+    with pytest.raises(localtools.ModelError, match="no file or directory at"):
+        localtools.load("/nowhere/model.gguf", backend="llama-server", url="http://engine:8080",
+                        transport=fake.transport())
+
+
+def test_max_tokens_cut_and_stop_strings_as_in_process() -> None:
+    fake = FakeLlamaServer(["Hello there, friend", "Hello STOP more"])
+    model = llama_server(fake)
+    cut = model.chat(QUESTION, tool_choice="none", max_tokens=5)
+    assert (cut.content, cut.finish_reason) == ("Hello", "length")
+    stopped = model.chat(QUESTION, max_tokens=50, stop=["STOP"])
+    assert (stopped.content, stopped.finish_reason) == ("Hello", "stop")
+    assert fake.generations()[1]["stop"] == ["<|im_end|>", "<|endoftext|>", "STOP"]
+
+
+def test_a_prompt_over_the_engines_context_is_refused_before_it_is_sent() -> None:
+    fake = FakeLlamaServer(["never"], n_ctx=16)
+    with pytest.raises(ContextLengthExceeded, match="more than the context of 16"):
+        llama_server(fake).chat(QUESTION)
+    assert fake.generations() == []
+
+
+def test_the_engines_own_context_refusal_is_a_context_error() -> None:
+    error = {"code": 400, "type": "exceed_context_size_error", "n_prompt_tokens": 5000, "n_ctx": 4096,
+             "message": "request (5000 tokens) exceeds the available context size (4096 tokens), try increasing it"}
+    with pytest.raises(ContextLengthExceeded, match="5000 tokens, more than the context of 4096"):
+        llama_server(FakeLlamaServer(status=400, error=error)).chat(QUESTION)
+
+
+@pytest.mark.parametrize(("status", "error", "kind", "words"), [
+    (401, {"code": 401, "message": "Invalid API Key", "type": "authentication_error"}, EngineError, "--engine-api-key"),
+    (503, {"code": 503, "message": "Loading model", "type": "unavailable_error"}, EngineUnavailable, "still loading"),
+    (400, {"code": 400, "message": "Failed to parse grammar", "type": "invalid_request_error"}, GrammarError, "grammar"),
+    (500, {"code": 500, "message": "out of memory", "type": "server_error"}, EngineError, "out of memory"),
+])
+def test_engine_refusals_are_typed_errors(status: int, error: dict[str, Any], kind: type[Exception], words: str) -> None:
+    with pytest.raises(kind, match=words) as caught:
+        llama_server(FakeLlamaServer(status=status, error=error)).chat(QUESTION)
+    if isinstance(caught.value, EngineError):
+        assert caught.value.status == status and "b1234-fake" in caught.value.engine
+
+
+def test_an_engine_that_cannot_be_reached_says_how_to_start_one() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("[Errno 111] Connection refused", request=request)
+
+    with pytest.raises(EngineUnavailable, match=r"cannot reach llama-server at http://engine:8080.*llama-server -m"):
+        LlamaServerBackend(url="http://engine:8080", transport=httpx.MockTransport(refuse))
+
+
+def test_an_engine_that_goes_silent_or_dies_mid_reply_is_unavailable() -> None:
+    fake = FakeLlamaServer([CALL])
+    backend = LlamaServerBackend(url="http://engine:8080", transport=fake.transport(), timeout=7)
+    prompt = localtools.Prompt((("hi", True),))
+
+    def silent(request: httpx.Request) -> httpx.Response:
+        raise httpx.ReadTimeout("timed out", request=request)
+
+    backend._client._transport = httpx.MockTransport(silent)
+    with pytest.raises(EngineUnavailable, match="sent nothing for 7 s"):
+        backend.generate(prompt)
+    cut = FakeLlamaServer([CALL], cut_stream=True)
+    with pytest.raises(EngineUnavailable, match="ended its reply stream before the reply did"):
+        llama_server(cut).backend.generate(prompt)
+
+
+def test_cancel_stops_reading_the_stream() -> None:
+    asked = []
+
+    def cancel() -> bool:
+        asked.append(1)
+        return len(asked) > 3
+
+    with pytest.raises(GenerationCancelled):
+        llama_server(FakeLlamaServer(["a long reply that goes on"])).chat(QUESTION, cancel=cancel)
+    assert len(asked) == 4
+
+
+def test_a_reply_the_grammar_cannot_produce_is_caught() -> None:
+    # An engine that ignored the grammar: under tool_choice="required" it answered in prose.
+    fake = FakeLlamaServer(["Sure! The plan is pro."])
+    with pytest.raises(EngineIgnoredGrammar, match="llama-server b1234-fake at http://engine:8080 replied with text "
+                       "the request's grammar cannot produce") as caught:
+        llama_server(fake).chat(QUESTION, [CUSTOMER], tool_choice="required")
+    assert caught.value.raw == "Sure! The plan is pro."
+    # An unknown tool name is as much a violation as prose.
+    bad = CALL.replace("get_customer", "delete_customer")
+    with pytest.raises(EngineIgnoredGrammar):
+        llama_server(FakeLlamaServer([bad])).chat(QUESTION, [CUSTOMER])
+
+
+def test_verify_reply_takes_prefixes_only_of_cut_replies() -> None:
+    grammar = Model(localtools.ScriptedBackend([]), family="qwen2.5").grammar([CUSTOMER], "required")
+    verify_reply(grammar, CALL, "eog", engine="e")
+    for i in range(len(CALL)):
+        verify_reply(grammar, CALL[:i], "length", engine="e")
+        verify_reply(grammar, CALL[:i], "stop", engine="e")
+    with pytest.raises(EngineIgnoredGrammar, match="the reply ended"):
+        verify_reply(grammar, CALL[:-3], "eog", engine="e")
+    with pytest.raises(EngineIgnoredGrammar, match=r"was cut \(length\)"):
+        verify_reply(grammar, CALL[:20] + "}", "length", engine="e")
+    verify_reply(None, "anything at all", "eog", engine="e")
+
+
+# -- vLLM --------------------------------------------------------------------------------------
+
+def test_vllm_request_shape() -> None:
+    fake = FakeVLLM([CALL])
+    model = vllm(fake)
+    result = model.chat(QUESTION, [CUSTOMER], tool_choice="get_customer", seed=7)
+    assert result.tool_calls[0].arguments == {"customer_id": "cust-1001"}
+    (body,) = fake.generations()
+    assert body["model"] == "qwen-fake"
+    assert body["prompt"] == model.backend.tokenize(model.render(QUESTION, [CUSTOMER], tool_choice="get_customer"))
+    assert body["structured_outputs"] == {"grammar": model.grammar([CUSTOMER], "get_customer").to_gbnf()}
+    assert "guided_grammar" not in body  # removed in vLLM 0.12, now ignored without a word
+    assert (body["add_special_tokens"], body["skip_special_tokens"], body["spaces_between_special_tokens"]) == (
+        False, False, False)
+    assert body["stream_options"] == {"include_usage": True} and body["seed"] == 7
+    assert (result.prompt_tokens, result.completion_tokens) == (len(body["prompt"]), len(encode(CALL, True)))
+    assert engine(model).n_ctx == 4096 and engine(model).version == "0.34.0"
+
+
+def test_vllm_ignoring_the_grammar_is_caught() -> None:
+    with pytest.raises(EngineIgnoredGrammar, match=r"vllm 0\.34\.0"):
+        vllm(FakeVLLM(["I think the plan is pro."])).chat(QUESTION, [CUSTOMER], tool_choice="required")
+
+
+def test_vllm_finish_reasons_and_context_refusal() -> None:
+    model = vllm(FakeVLLM(["abcdefgh", "abc STOP def"]))
+    assert model.chat(QUESTION, max_tokens=3).finish_reason == "length"
+    assert model.chat(QUESTION, stop=["STOP"]).content == "abc"
+    message = ("This model's maximum context length is 4096 tokens. However, your prompt contains at least 5000 input "
+               "tokens, which exceeds this limit even without any output tokens.")
+    fake = FakeVLLM(status=400, error={"message": message, "type": "BadRequestError", "code": 400})
+    model = vllm(fake)
+    engine(model).n_ctx = None  # as if it did not say: the engine's own refusal is read
+    with pytest.raises(ContextLengthExceeded, match="5000 tokens, more than the context of 4096"):
+        model.chat(QUESTION)
+
+
+def test_vllm_needs_a_local_tokenizer() -> None:
+    with pytest.raises(UsageError, match="tokenizer=PATH"):
+        VLLMBackend(url="http://engine:8000", transport=FakeVLLM().transport())
+
+
+def test_vllm_asks_for_the_model_named_and_refuses_one_it_does_not_serve() -> None:
+    fake = FakeVLLM()
+    with pytest.raises(EngineError, match="serves no model 'other'; it serves: qwen-fake"):
+        VLLMBackend(url="http://engine:8000", tokenizer=CharTokenizer(), served_model="other", transport=fake.transport())
+
+
+# -- SGLang ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("incremental", [False, True])
+def test_sglang_reads_whole_so_far_and_delta_streams(incremental: bool) -> None:
+    fake = FakeSGLang([CALL], incremental=incremental)
+    model = sglang(fake)
+    result = model.chat(QUESTION, [CUSTOMER], tool_choice="required")
+    assert result.raw == CALL and result.tool_calls[0].name == "get_customer"
+    (body,) = fake.generations()
+    sampling = body["sampling_params"]
+    assert body["input_ids"] == model.backend.tokenize(model.render(QUESTION, [CUSTOMER], tool_choice="required"))
+    assert sampling["ebnf"] == model.grammar([CUSTOMER], "required").to_gbnf()
+    assert sampling["skip_special_tokens"] is False and "sampling_seed" not in sampling
+    assert result.completion_tokens == len(encode(CALL, True))
+
+
+def test_sglang_errors() -> None:
+    with pytest.raises(EngineIgnoredGrammar, match=r"sglang 0\.5\.23"):
+        sglang(FakeSGLang(["prose, not a call"])).chat(QUESTION, [CUSTOMER], tool_choice="required")
+    message = "The input (5000 tokens) is longer than the model's context length (4096 tokens)."
+    model = sglang(FakeSGLang(status=400, error={"message": message}))
+    engine(model).n_ctx = None
+    with pytest.raises(ContextLengthExceeded, match="5000 tokens, more than the context of 4096"):
+        model.chat(QUESTION)
+    with pytest.raises(EngineUnavailable, match="ended its reply stream"):
+        sglang(FakeSGLang([CALL], cut_stream=True)).chat(QUESTION)
+
+
+def test_ollama_is_refused_with_the_reason() -> None:
+    with pytest.raises(UsageError, match="takes no grammar"):
+        localtools.load(backend="ollama")
+
+
+def test_cli_backend_choices_are_the_backends_and_engines() -> None:
+    from localtools.cli import BACKEND_CHOICES
+
+    assert [*localtools.BACKENDS, *localtools.ENGINES] == BACKEND_CHOICES
