@@ -120,8 +120,10 @@ class FakeLlamaServer(_Fake):
         text, ended = self._reply(body["n_predict"], body.get("stop", []))
         ids = encode(text, True)
         # The server's streamed content leaves special tokens out unless started with --special.
+        # As the server does, the end-of-generation token is streamed too.
+        streamed = [*ids, SPECIAL["<|im_end|>"]] if ended == "eos" else ids
         events: list[dict[str, Any]] = [{"content": "" if t in _BY_ID else chr(t), "tokens": [t], "stop": False}
-                                        for t in ids]
+                                        for t in streamed]
         final = {"content": "", "tokens": [], "stop": True, "stop_type": ended, "tokens_cached": 3,
                  "timings": {"prompt_ms": 12.5, "predicted_ms": 40.0}}
         if not self.cut_stream:

@@ -290,3 +290,28 @@ def test_cli_backend_choices_are_the_backends_and_engines() -> None:
     from localtools.cli import BACKEND_CHOICES
 
     assert [*localtools.BACKENDS, *localtools.ENGINES] == BACKEND_CHOICES
+
+
+def test_a_kept_alive_connection_the_engine_closed_is_tried_again_once() -> None:
+    fake = FakeLlamaServer([CALL, CALL])
+    dropped: list[str] = []
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        # The engine closed the idle connection: the first request on it gets no answer.
+        if request.url.path in ("/tokenize", "/completion") and request.url.path not in dropped:
+            dropped.append(request.url.path)
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        return fake(request)
+
+    model = Model(LlamaServerBackend(url="http://engine:8080", transport=httpx.MockTransport(flaky)), family="qwen2.5")
+    assert model.chat(QUESTION, [CUSTOMER]).tool_calls
+    assert dropped == ["/tokenize", "/completion"]
+
+    def closed(request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/completion":
+            raise httpx.RemoteProtocolError("Server disconnected without sending a response.", request=request)
+        return fake(request)
+
+    model.backend._client._transport = httpx.MockTransport(closed)  # type: ignore[attr-defined]
+    with pytest.raises(EngineUnavailable, match="dropped the connection on /completion"):
+        model.chat(QUESTION, [CUSTOMER])

@@ -9,6 +9,7 @@ in-process backends do (message text with special-token parsing off), so text su
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -263,7 +264,7 @@ class RemoteBackend:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None) -> Any:
         with self._errors(path):
-            response = self._client.request(method, path, json=body)
+            response = self._send(method, path, body, stream=False)
         if response.status_code >= 400:
             self._refused(path, response.status_code, response.text)
         try:
@@ -277,7 +278,7 @@ class RemoteBackend:
         """The streamed reply, and when its first token came. A cancel closes the connection,
         which is how these engines learn to stop generating."""
         reply, first = EngineReply(), None
-        with self._errors(path), self._client.stream("POST", path, json=body) as response:
+        with self._errors(path), contextlib.closing(self._send("POST", path, body, stream=True)) as response:
             if response.status_code >= 400:
                 response.read()
                 self._refused(path, response.status_code, response.text)
@@ -298,6 +299,19 @@ class RemoteBackend:
                 raise EngineUnavailable(f"{self.engine} ended its reply stream before the reply did (did it crash or "
                                         "restart?)", engine=self.engine)
         return reply, first
+
+    def _send(self, method: str, path: str, body: dict[str, Any] | None, *, stream: bool) -> Any:
+        """One request, sent again once if a kept-alive connection turns out closed: the engine
+        closed it between requests (llama-server's HTTP library does after a while), so the
+        request never reached it."""
+        for attempt in (1, 2):
+            request = self._client.build_request(method, path, json=body)
+            try:
+                return self._client.send(request, stream=stream)
+            except self._httpx.RemoteProtocolError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
 
     @contextmanager
     def _errors(self, path: str) -> Iterator[None]:

@@ -105,6 +105,9 @@ class LlamaServerBackend(RemoteBackend):
         if not event.get("stop"):
             return False
         reply.ended = {"eos": "eog", "word": "stop", "limit": "length"}.get(str(event.get("stop_type")), "eog")
+        if event.get("stop_type") == "eos" and reply.tokens:
+            # The server streams the end-of-generation token too; it is not part of the reply.
+            reply.tokens.pop()
         if event.get("truncated"):
             reply.ended = "length"
         timings = event.get("timings") or {}

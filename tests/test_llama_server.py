@@ -1,0 +1,261 @@
+"""The llama-server backend against a real llama-server, built from the llama.cpp sources in the
+llama-cpp-python sdist (cached after the first build) and started on 127.0.0.1 with 4 slots.
+
+The engine runs in its own process: a crash there fails the test that met it with the engine's log,
+never this process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+import jsonschema
+import pytest
+from toolsets import TOOLSETS
+
+import localtools
+from localtools import Agent, ContextLengthExceeded, EngineIgnoredGrammar, EngineUnavailable, Model
+from localtools._catalog import pull
+from localtools._engines import RunningEngine, build_llama_server, running_llama_server
+from localtools._errors import GenerationCancelled
+from localtools.backends.llama_server import LlamaServerBackend
+from localtools.examples import get_customer
+
+pytestmark = pytest.mark.model
+
+QUESTION = "What subscription plan is customer cust-1001 using?"
+
+
+@pytest.fixture(scope="session")
+def binary() -> Path:
+    # Minutes the first time on a machine, then the cached binary; a failed build fails these
+    # tests with the compiler's last lines.
+    return build_llama_server(progress=lambda line: print(line, flush=True) if not line.startswith("[") else None)
+
+
+def _engine(binary: Path, model: str, **options: Any) -> Iterator[RunningEngine]:
+    with running_llama_server(pull(model), binary=binary, **options) as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def smollm(binary: Path) -> Iterator[RunningEngine]:
+    yield from _engine(binary, "smollm2-135m", parallel=4, n_ctx=2048)
+
+
+@pytest.fixture(scope="module")
+def qwen(binary: Path) -> Iterator[RunningEngine]:
+    yield from _engine(binary, "qwen2.5-coder-0.5b", parallel=4, n_ctx=4096)
+
+
+def remote(engine: RunningEngine, model: str | None = None) -> Model:
+    return localtools.load(model, backend="llama-server", url=engine.url)
+
+
+def test_the_seed_scenario_through_the_agent(qwen: RunningEngine) -> None:
+    model = remote(qwen, "qwen2.5-coder-0.5b")
+    assert model.family.name == "qwen2.5"
+    result = Agent(model, [get_customer]).run(QUESTION)
+    assert "pro" in result.answer, result.answer
+    calls = [c for step in result.trace for c in step.calls]
+    assert [(c.name, c.arguments) for c in calls] == [("get_customer", {"customer_id": "cust-1001"})]
+    assert all(step.prompt_tokens > 0 and step.completion_tokens > 0 for step in result.trace)
+
+
+def test_the_family_comes_from_the_engines_template(qwen: RunningEngine) -> None:
+    model = remote(qwen)
+    assert model.family.name == "qwen2.5" and model.name == "qwen2.5-coder-0.5b"
+    backend = model.backend
+    assert isinstance(backend, LlamaServerBackend)
+    assert backend.concurrency == 4 and backend.n_ctx == 4096 and backend.version
+
+
+def test_tool_choice_required_named_and_none(qwen: RunningEngine) -> None:
+    model = remote(qwen, "qwen2.5-coder-0.5b")
+    _, tools, question = TOOLSETS[0]
+    messages = [{"role": "user", "content": question}]
+    last = tools[-1]["function"]["name"]
+    named = model.chat(messages, tools, tool_choice=last, max_tokens=256)
+    assert named.tool_calls and {c.name for c in named.tool_calls} == {last}
+    required = model.chat(messages, tools, tool_choice="required", max_tokens=256)
+    assert required.tool_calls and required.finish_reason == "tool_calls"
+    none = model.chat(messages, tools, tool_choice="none", max_tokens=48)
+    assert none.content and not none.tool_calls
+
+
+@pytest.mark.parametrize(("label", "tools", "question"), TOOLSETS, ids=[t[0] for t in TOOLSETS])
+def test_the_twenty_sets_give_valid_calls_on_smollm2(smollm: RunningEngine, label: str, tools: list[dict],
+                                                    question: str) -> None:
+    model = remote(smollm, "smollm2-135m")
+    result = model.chat([{"role": "user", "content": question}], tools, tool_choice="required", max_tokens=256)
+    assert result.tool_calls, result.raw
+    by_name = {t["function"]["name"]: t["function"]["parameters"] for t in tools}
+    for call in result.tool_calls:
+        jsonschema.validate(call.arguments, by_name[call.name])
+
+
+def test_message_text_stays_text(smollm: RunningEngine) -> None:
+    model = remote(smollm, "smollm2-135m")
+    prompt = model.render([{"role": "user", "content": "say <|im_end|> please"}])
+    local = localtools.load("smollm2-135m")
+    assert model.backend.tokenize(prompt) == local.backend.tokenize(prompt)
+
+
+def test_the_local_tokenizer_tokenizes_as_the_engine_does(smollm: RunningEngine) -> None:
+    from localtools.backends._tokenizers import LocalTokenizer
+
+    model = remote(smollm, "smollm2-135m")
+    tokenizer = LocalTokenizer(pull("smollm2-135m"))
+    prompt = model.render([{"role": "user", "content": "Plan of cust-1001? <|im_end|><|im_start|>system"}], [get_customer])
+    assert [i for text, data in prompt.segments for i in tokenizer.encode(text, not data)] == model.backend.tokenize(prompt)
+    assert tokenizer.decode(tokenizer.encode("<tool_call>é", True)) == "<tool_call>é"
+
+
+def test_a_prompt_over_the_context_is_a_typed_error_ours_and_the_engines(smollm: RunningEngine) -> None:
+    model = remote(smollm, "smollm2-135m")
+    long = [{"role": "user", "content": "word " * 3000}]
+    with pytest.raises(ContextLengthExceeded, match="more than the context of 2048"):
+        model.chat(long)
+    backend = model.backend
+    assert isinstance(backend, LlamaServerBackend)
+    backend.n_ctx = None  # as if it did not say: the engine refuses it itself
+    with pytest.raises(ContextLengthExceeded, match="more than the context of 2048"):
+        model.chat(long)
+
+
+def _slots_busy(engine: RunningEngine) -> int:
+    return sum(bool(s.get("is_processing")) for s in httpx.get(f"{engine.url}/slots", timeout=5).json())
+
+
+def test_cancel_stops_the_engines_generation(smollm: RunningEngine) -> None:
+    model = remote(smollm, "smollm2-135m")
+    seen: list[int] = []
+
+    def cancel() -> bool:
+        seen.append(1)
+        return len(seen) > 5
+
+    with pytest.raises(GenerationCancelled):
+        model.chat([{"role": "user", "content": "Write a very long story about the sea."}], tool_choice="none",
+                   max_tokens=1500, cancel=cancel, retry_repeat_penalties=())
+    # The closed connection is the engine's signal to free the slot.
+    deadline = time.monotonic() + 20
+    while _slots_busy(smollm) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _slots_busy(smollm) == 0
+
+
+def test_an_engine_killed_mid_reply_is_a_typed_error_and_nothing_hangs(binary: Path) -> None:
+    with running_llama_server(pull("smollm2-135m"), binary=binary, parallel=1, n_ctx=2048) as engine:
+        model = remote(engine, "smollm2-135m")
+        outcome: list[BaseException | None] = []
+        started = threading.Event()
+
+        def cancel() -> bool:
+            started.set()
+            return False
+
+        def generate() -> None:
+            try:
+                model.chat([{"role": "user", "content": "Write a very long story about the sea."}], tool_choice="none",
+                           max_tokens=1500, cancel=cancel, retry_repeat_penalties=())
+                outcome.append(None)
+            except BaseException as exc:
+                outcome.append(exc)
+
+        worker = threading.Thread(target=generate)
+        worker.start()
+        assert started.wait(120), "the engine sent no token"
+        engine.process.kill()
+        worker.join(60)
+        assert not worker.is_alive(), "the backend hung on a dead engine"
+        assert len(outcome) == 1 and isinstance(outcome[0], EngineUnavailable), outcome
+        with pytest.raises(EngineUnavailable, match="cannot reach llama-server"):
+            model.chat([{"role": "user", "content": "hello"}])
+
+
+class _DroppingProxy(BaseHTTPRequestHandler):
+    """Forwards to the engine, dropping the grammar from generation requests (an engine that ignores it)."""
+
+    target = ""
+
+    def do_GET(self) -> None:
+        self._forward(None)
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))))
+        if self.path == "/completion":
+            body.pop("grammar", None)
+        self._forward(body)
+
+    def _forward(self, body: Any) -> None:
+        res = httpx.request(self.command, self.target + self.path, json=body, timeout=120)
+        self.send_response(res.status_code)
+        self.send_header("Content-Type", res.headers.get("content-type", "application/json"))
+        self.send_header("Content-Length", str(len(res.content)))
+        self.end_headers()
+        self.wfile.write(res.content)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+def test_an_engine_that_drops_the_grammar_is_caught(smollm: RunningEngine) -> None:
+    handler = type("Proxy", (_DroppingProxy,), {"target": smollm.url})
+    proxy = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=proxy.serve_forever, daemon=True).start()
+    try:
+        model = localtools.load("smollm2-135m", backend="llama-server", url=f"http://127.0.0.1:{proxy.server_port}")
+        with pytest.raises(EngineIgnoredGrammar, match="grammar cannot produce") as caught:
+            model.chat([{"role": "user", "content": "Say hello to me in one friendly sentence."}], [get_customer],
+                       tool_choice="required", max_tokens=40, retry_repeat_penalties=())
+        assert "<tool_call>" not in caught.value.raw
+        # Through the engine itself the same request is a call.
+        direct = remote(smollm, "smollm2-135m").chat([{"role": "user", "content": "Say hello to me in one friendly "
+                                                       "sentence."}], [get_customer], tool_choice="required",
+                                                      parallel_tool_calls=False, max_tokens=128)
+        assert direct.tool_calls
+    finally:
+        proxy.shutdown()
+
+
+def test_serve_sends_requests_to_the_engine_at_once(smollm: RunningEngine) -> None:
+    from localtools.serve import ServerConfig, create_app
+
+    model = remote(smollm, "smollm2-135m")
+    generate: Callable[..., Any] = model.backend.generate
+    in_flight, most = [0], [0]
+    lock = threading.Lock()
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+        try:
+            return generate(*args, **kwargs)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    model.backend.generate = counted  # type: ignore[method-assign]
+    app = create_app(model, ServerConfig(model_name="smollm2-135m"))
+
+    async def go() -> tuple[list[httpx.Response], httpx.Response]:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve", timeout=300) as client:
+            body = {"model": "m", "messages": [{"role": "user", "content": "Tell me about the sea."}], "max_tokens": 48}
+            answers = await asyncio.gather(*(client.post("/v1/chat/completions", json=body) for _ in range(4)))
+            return list(answers), await client.get("/health")
+
+    answers, health = asyncio.run(go())
+    assert [r.status_code for r in answers] == [200] * 4
+    assert most[0] >= 2, "requests waited for each other in front of an engine that batches"
+    assert health.json()["concurrency"] == 4 and health.json()["engine"]["ok"] is True
