@@ -30,3 +30,29 @@ LOCALTOOLS_TEST_GPU=1 "$PY" -m pytest -q -m model tests/test_models.py -k "not c
 
 "$PY" benchmarks/decode_speed.py --model "$MODEL" --backend llama-cpp --backend transformers \
     --n-gpu-layers -1 --device cuda --runs 5 --build-sets 4
+
+# vLLM as an engine behind localtools (VLLM=0 skips it). Installs vLLM if it is missing (needs
+# the network), serves VLLM_MODEL (a Hugging Face id or directory of the same model as $MODEL),
+# then runs the seed scenario and a bench sample through --backend vllm; the catalog GGUF of
+# $MODEL gives localtools the tokenizer (the same vocabulary).
+if [ "${VLLM:-1}" != "0" ]; then
+    VLLM_MODEL=${VLLM_MODEL:-Qwen/Qwen2.5-Coder-0.5B-Instruct}
+    VLLM_PORT=${VLLM_PORT:-8011}
+    "$PY" -c "import vllm" 2>/dev/null || "$PY" -m pip install --quiet vllm
+    VLLM_BIN=${VLLM_BIN:-$(dirname "$PY")/vllm}
+    "$VLLM_BIN" serve "$VLLM_MODEL" --host 127.0.0.1 --port "$VLLM_PORT" \
+        --max-model-len 8192 --gpu-memory-utilization 0.5 >/tmp/localtools-vllm.log 2>&1 &
+    VLLM_PID=$!
+    trap 'kill $VLLM_PID 2>/dev/null || true' EXIT
+    for _ in $(seq 1 600); do
+        curl -sf "http://127.0.0.1:$VLLM_PORT/health" >/dev/null && break
+        kill -0 $VLLM_PID 2>/dev/null || { tail -40 /tmp/localtools-vllm.log; exit 1; }
+        sleep 1
+    done
+    ENGINE=(--backend vllm --engine-url "http://127.0.0.1:$VLLM_PORT" --model "$MODEL")
+    ANSWER=$("$PY" -m localtools run "What subscription plan is customer cust-1001 using?" \
+        --tools localtools.examples:get_customer "${ENGINE[@]}")
+    echo "$ANSWER"
+    grep -q pro <<<"$ANSWER" || { echo "gpu_check: the seed scenario over vLLM did not answer 'pro'"; exit 1; }
+    "$PY" -m localtools bench --bfcl --sample 4 --mode constrained --mode free "${ENGINE[@]}"
+fi

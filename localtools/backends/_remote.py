@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import threading
 import time
 from collections import OrderedDict
@@ -130,14 +131,19 @@ class RemoteBackend:
     default_concurrency: ClassVar[int] = 8
     #: How to start the engine, for the message when it cannot be reached.
     start_hint: ClassVar[str] = ""
+    #: Where the engine listens by default.
+    default_url: ClassVar[str] = ""
+    #: The engine's wordings of a prompt over its context, with groups ``prompt`` and ``limit``.
+    context_patterns: ClassVar[tuple[re.Pattern[str], ...]] = ()
     packages: ClassVar[tuple[str, ...]] = ("httpx",)
     install_hint: ClassVar[str] = INSTALL_HINT
     engine_packages: ClassVar[tuple[str, ...]] = ()
     grammar_engine: ClassVar[str] = "the engine's own"
 
-    def __init__(self, model: str | Path | None = None, *, url: str, timeout: float = DEFAULT_TIMEOUT,
+    def __init__(self, model: str | Path | None = None, *, url: str | None = None, timeout: float = DEFAULT_TIMEOUT,
                  api_key: str | None = None, transport: Any = None) -> None:
         httpx = _httpx(self.name)
+        url = url or self.default_url
         if not url or "://" not in url:
             raise UsageError(f"the {self.name} backend needs the engine's address, e.g. url='http://127.0.0.1:8080' "
                              f"(--engine-url), not {url!r}")
@@ -186,6 +192,9 @@ class RemoteBackend:
 
     def _context_error(self, message: str, body: Any) -> ContextLengthExceeded | None:
         """The engine's refusal of a prompt over its context, read as ours (``None``: not that)."""
+        for pattern in self.context_patterns:
+            if found := pattern.search(message):
+                return ContextLengthExceeded(int(found["prompt"]), int(found["limit"]))
         return None
 
     # -- the Backend protocol -----------------------------------------------------------------
@@ -399,7 +408,8 @@ class LocallyTokenized(RemoteBackend):
 
     local_tokenizer: ClassVar[bool] = True
 
-    def __init__(self, model: str | Path | None = None, *, url: str, tokenizer: str | Path | Tokenizer | None = None,
+    def __init__(self, model: str | Path | None = None, *, url: str | None = None,
+                 tokenizer: str | Path | Tokenizer | None = None,
                  served_model: str | None = None, timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None,
                  transport: Any = None) -> None:
         from ._tokenizers import LocalTokenizer

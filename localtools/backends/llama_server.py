@@ -17,11 +17,11 @@ from typing import Any, ClassVar
 from .._errors import ContextLengthExceeded
 from ..grammar import Grammar
 from ._decode import PENALTY_WINDOW
-from ._remote import DEFAULT_TIMEOUT, EngineReply, RemoteBackend
+from ._remote import EngineReply, RemoteBackend
 
 __all__ = ["LlamaServerBackend"]
 
-_CONTEXT = re.compile(r"\((\d+) tokens\) exceeds the available context size \((\d+) tokens\)")
+_CONTEXT = (re.compile(r"\((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<limit>\d+) tokens\)"),)
 
 
 class LlamaServerBackend(RemoteBackend):
@@ -35,13 +35,11 @@ class LlamaServerBackend(RemoteBackend):
     """
 
     name = "llama-server"
+    default_url: ClassVar[str] = "http://127.0.0.1:8080"
+    context_patterns: ClassVar[tuple[re.Pattern[str], ...]] = _CONTEXT
     start_hint: ClassVar[str] = ("Start it with: llama-server -m MODEL.gguf --host 127.0.0.1 --port 8080 --parallel 4 "
                                  "(localtools engines build llama-server builds one from llama.cpp's sources)")
     grammar_engine: ClassVar[str] = "llama.cpp's GBNF sampler, in the server"
-
-    def __init__(self, model: str | Path | None = None, *, url: str = "http://127.0.0.1:8080",
-                 timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None, transport: Any = None) -> None:
-        super().__init__(model, url=url, timeout=timeout, api_key=api_key, transport=transport)
 
     def _describe(self) -> None:
         props = self._get("/props")
@@ -125,5 +123,4 @@ class LlamaServerBackend(RemoteBackend):
             n_prompt, n_ctx = error.get("n_prompt_tokens"), error.get("n_ctx")
             if isinstance(n_prompt, int) and isinstance(n_ctx, int):
                 return ContextLengthExceeded(n_prompt, n_ctx)
-        found = _CONTEXT.search(message)
-        return ContextLengthExceeded(int(found[1]), int(found[2])) if found else None
+        return super()._context_error(message, body)

@@ -11,13 +11,10 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
-from .._errors import ContextLengthExceeded
 from ..grammar import Grammar
-from ._remote import DEFAULT_TIMEOUT, EngineReply, LocallyTokenized
-from ._tokenizers import Tokenizer
+from ._remote import EngineReply, LocallyTokenized
 
 __all__ = ["SGLangBackend"]
 
@@ -33,14 +30,10 @@ class SGLangBackend(LocallyTokenized):
 
     name = "sglang"
     default_concurrency: ClassVar[int] = 32
+    default_url: ClassVar[str] = "http://127.0.0.1:30000"
     start_hint: ClassVar[str] = "Start it with: python -m sglang.launch_server --model-path MODEL --port 30000"
+    context_patterns: ClassVar[tuple[re.Pattern[str], ...]] = _CONTEXT
     grammar_engine: ClassVar[str] = "SGLang's xgrammar backend"
-
-    def __init__(self, model: str | Path | None = None, *, url: str = "http://127.0.0.1:30000",
-                 tokenizer: str | Path | Tokenizer | None = None, served_model: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None, transport: Any = None) -> None:
-        super().__init__(model, url=url, tokenizer=tokenizer, served_model=served_model, timeout=timeout,
-                         api_key=api_key, transport=transport)
 
     def _describe(self) -> None:
         info = self._get("/server_info")
@@ -94,8 +87,3 @@ class SGLangBackend(LocallyTokenized):
                           json.dumps({"error": {"message": str(finish.get("message") or finish)}}))
         return True
 
-    def _context_error(self, message: str, body: Any) -> ContextLengthExceeded | None:
-        for pattern in _CONTEXT:
-            if found := pattern.search(message):
-                return ContextLengthExceeded(int(found["prompt"]), int(found["limit"]))
-        return None

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar
 
-from .._errors import ContextLengthExceeded, EngineError
+from .._errors import EngineError
 from ..grammar import Grammar
-from ._remote import DEFAULT_TIMEOUT, EngineReply, LocallyTokenized
-from ._tokenizers import Tokenizer
+from ._remote import EngineReply, LocallyTokenized
 
 __all__ = ["VLLMBackend"]
 
@@ -38,14 +36,10 @@ class VLLMBackend(LocallyTokenized):
 
     name = "vllm"
     default_concurrency: ClassVar[int] = 32
+    default_url: ClassVar[str] = "http://127.0.0.1:8000"
     start_hint: ClassVar[str] = "Start it with: vllm serve MODEL --host 127.0.0.1 --port 8000"
+    context_patterns: ClassVar[tuple[re.Pattern[str], ...]] = _CONTEXT
     grammar_engine: ClassVar[str] = "vLLM's structured outputs (xgrammar, falling back to guidance)"
-
-    def __init__(self, model: str | Path | None = None, *, url: str = "http://127.0.0.1:8000",
-                 tokenizer: str | Path | Tokenizer | None = None, served_model: str | None = None,
-                 timeout: float = DEFAULT_TIMEOUT, api_key: str | None = None, transport: Any = None) -> None:
-        super().__init__(model, url=url, tokenizer=tokenizer, served_model=served_model, timeout=timeout,
-                         api_key=api_key, transport=transport)
 
     def _describe(self) -> None:
         version = self._get("/version")
@@ -102,11 +96,6 @@ class VLLMBackend(LocallyTokenized):
             raise EngineError(f"{self.engine} ended the reply with finish_reason {finish!r}", engine=self.engine)
         return True
 
-    def _context_error(self, message: str, body: Any) -> ContextLengthExceeded | None:
-        for pattern in _CONTEXT:
-            if found := pattern.search(message):
-                return ContextLengthExceeded(int(found["prompt"]), int(found["limit"]))
-        return None
 
 
 def _int(value: Any, default: int | None) -> int | None:
