@@ -259,3 +259,44 @@ def test_serve_sends_requests_to_the_engine_at_once(smollm: RunningEngine) -> No
     assert [r.status_code for r in answers] == [200] * 4
     assert most[0] >= 2, "requests waited for each other in front of an engine that batches"
     assert health.json()["concurrency"] == 4 and health.json()["engine"]["ok"] is True
+
+
+def test_the_cli_runs_the_seed_scenario_over_the_engine(qwen: RunningEngine) -> None:
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "localtools", "run", QUESTION, "--tools", "localtools.examples:get_customer",
+                          "--backend", "llama-server", "--engine-url", qwen.url, "--model", "qwen2.5-coder-0.5b"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert '→ get_customer({"customer_id": "cust-1001"})' in out.stdout and "pro" in out.stdout.splitlines()[-1]
+
+
+def test_the_openai_sdk_against_serve_over_the_engine(qwen: RunningEngine) -> None:
+    import importlib.util
+    import sys
+
+    import openai
+
+    spec = importlib.util.spec_from_file_location("serve_load", Path(__file__).parents[1] / "benchmarks" / "serve_load.py")
+    assert spec and spec.loader
+    serve_load = importlib.util.module_from_spec(spec)
+    sys.modules["serve_load"] = serve_load
+    spec.loader.exec_module(serve_load)
+    proc, url = serve_load.start_server("qwen2.5-coder-0.5b", "--backend", "llama-server", "--engine-url", qwen.url)
+    try:
+        sdk: Any = openai.OpenAI(base_url=url, api_key="none", max_retries=0)
+        tool = {"type": "function", "function": {"name": "get_customer", "description": "Look up a customer by id.",
+                                                 "parameters": {"type": "object", "properties": {
+                                                     "customer_id": {"type": "string"}}, "required": ["customer_id"]}}}
+        reply = sdk.chat.completions.create(model="qwen2.5-coder-0.5b", messages=[{"role": "user", "content": QUESTION}],
+                                            tools=[tool], tool_choice="required")
+        (call,) = reply.choices[0].message.tool_calls
+        assert call.function.name == "get_customer"
+        assert json.loads(call.function.arguments) == {"customer_id": "cust-1001"}
+        assert reply.usage.prompt_tokens > 0 and reply.usage.completion_tokens > 0
+        health = httpx.get(url.removesuffix("/v1") + "/health").json()
+        assert health["backend"] == "llama-server" and health["engine"]["ok"] and health["concurrency"] == 4
+    finally:
+        proc.terminate()
+        proc.wait(30)

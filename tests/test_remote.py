@@ -315,3 +315,15 @@ def test_a_kept_alive_connection_the_engine_closed_is_tried_again_once() -> None
     model.backend._client._transport = httpx.MockTransport(closed)  # type: ignore[attr-defined]
     with pytest.raises(EngineUnavailable, match="dropped the connection on /completion"):
         model.chat(QUESTION, [CUSTOMER])
+
+
+def test_the_cli_asks_for_the_engines_address_and_refuses_engine_options_elsewhere(capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli import main
+
+    assert main(["run", "hi", "--backend", "llama-server"]) == 2
+    assert "--backend llama-server needs --engine-url URL" in capsys.readouterr().err
+    assert main(["run", "hi", "--engine-url", "http://127.0.0.1:1"]) == 2
+    assert "--engine-url only apply to an engine backend" in capsys.readouterr().err
+    # Nothing listens there: the engine's absence is a typed error with the way to start one.
+    assert main(["run", "hi", "--backend", "llama-server", "--engine-url", "http://127.0.0.1:9"]) == 2
+    assert "cannot reach llama-server at http://127.0.0.1:9" in capsys.readouterr().err
