@@ -55,7 +55,7 @@ def engine(model: Model) -> RemoteBackend:
 # -- llama-server ------------------------------------------------------------------------------
 
 def test_llama_server_gets_token_ids_with_message_text_never_parsed_for_special_tokens() -> None:
-    fake = FakeLlamaServer([CALL])
+    fake = FakeLlamaServer([CALL, CALL])
     model = llama_server(fake)
     result = model.chat(QUESTION, [CUSTOMER], tool_choice="required")
     assert [c.name for c in result.tool_calls] == ["get_customer"]
@@ -65,11 +65,17 @@ def test_llama_server_gets_token_ids_with_message_text_never_parsed_for_special_
     assert all(b["add_special"] is False for p, b in fake.requests if p == "/tokenize")
     (body,) = fake.generations()
     prompt = model.render(QUESTION, [CUSTOMER], tool_choice="required")
+    # The second request comes after drop_prompt_cache, below.
     assert body["prompt"] == model.backend.tokenize(prompt)
     # The control token of the template is one id; the same text inside the question stays characters.
     assert body["prompt"].count(SPECIAL["<|im_end|>"]) == prompt.text.count("<|im_end|>") - 1
     assert body["grammar"] == model.grammar([CUSTOMER], "required").to_gbnf()
     assert body["stream"] is True and body["return_tokens"] is True and body["cache_prompt"] is True
+    backend = engine(model)
+    assert isinstance(backend, LlamaServerBackend)
+    backend.drop_prompt_cache()
+    model.chat(QUESTION, [CUSTOMER], tool_choice="required")
+    assert [b["cache_prompt"] for b in fake.generations()] == [True, False]
     assert (body["top_k"], body["min_p"], body["temperature"]) == (0, 0.0, 0.0)
 
 

@@ -40,6 +40,8 @@ class LlamaServerBackend(RemoteBackend):
     start_hint: ClassVar[str] = ("Start it with: llama-server -m MODEL.gguf --host 127.0.0.1 --port 8080 --parallel 4 "
                                  "(localtools engines build llama-server builds one from llama.cpp's sources)")
     grammar_engine: ClassVar[str] = "llama.cpp's GBNF sampler, in the server"
+    #: Whether the next request is to evaluate its whole prompt (``drop_prompt_cache``).
+    _fresh = False
 
     def _describe(self) -> None:
         props = self._get("/props")
@@ -62,6 +64,11 @@ class LlamaServerBackend(RemoteBackend):
 
             # A local copy of the weights names the architecture too; the server's answers win.
             self.metadata = {**read_metadata(self.model_path), **{k: v for k, v in self.metadata.items() if v}}
+
+    def drop_prompt_cache(self) -> None:
+        """Have the next request evaluate its whole prompt (the server keeps a prefix per slot);
+        a benchmark that compares prompt processing asks for this."""
+        self._fresh = True
 
     def _encode(self, text: str, special: bool) -> list[int]:
         body = self._post("/tokenize", {"content": text, "add_special": False, "parse_special": special})
@@ -92,8 +99,9 @@ class LlamaServerBackend(RemoteBackend):
             "stop": list(stop),
             "stream": True,
             "return_tokens": True,
-            "cache_prompt": True,
+            "cache_prompt": not self._fresh,
         }
+        self._fresh = False
         if grammar is not None:
             body["grammar"] = grammar.to_gbnf()
         return "/completion", body
