@@ -33,6 +33,8 @@ LLAMA_CPP_PYTHON = "0.3.36"
 #: Set to a llama-server binary to use it instead of building one.
 BINARY_ENV = "LOCALTOOLS_LLAMA_SERVER"
 _CMAKE_OPTIONS = (
+    # Tuned for this CPU, said outright: ggml turns it off by itself where SOURCE_DATE_EPOCH is set.
+    "-DGGML_NATIVE=ON",
     "-DCMAKE_BUILD_TYPE=Release", "-DBUILD_SHARED_LIBS=OFF", "-DLLAMA_BUILD_SERVER=ON", "-DLLAMA_BUILD_TESTS=OFF",
     "-DLLAMA_BUILD_EXAMPLES=OFF", "-DLLAMA_BUILD_APP=OFF", "-DLLAMA_OPENSSL=OFF",
     # The prebuilt web UI is downloaded at configure time; the server runs without it.
@@ -40,16 +42,17 @@ _CMAKE_OPTIONS = (
 )
 
 
-def _cpu_key() -> str:
-    """The build is tuned for this CPU (GGML_NATIVE), so a cache shared between machines keeps one per CPU."""
+def _build_key() -> str:
+    """The build is tuned for this CPU (GGML_NATIVE), so a cache shared between machines keeps one
+    per CPU; and one per set of build options."""
     from ._machine import cpu_flags
 
     flags = ",".join(sorted(cpu_flags()))
-    return hashlib.sha256(f"{platform.machine()}|{flags}".encode()).hexdigest()[:12]
+    return hashlib.sha256(f"{platform.machine()}|{flags}|{' '.join(_CMAKE_OPTIONS)}".encode()).hexdigest()[:12]
 
 
 def _binary_path(version: str = LLAMA_CPP_PYTHON) -> Path:
-    return cache_dir().parent / "engines" / f"llama-server-{version}-{_cpu_key()}" / "llama-server"
+    return cache_dir().parent / "engines" / f"llama-server-{version}-{_build_key()}" / "llama-server"
 
 
 def built_llama_server() -> Path | None:
@@ -74,7 +77,7 @@ def build_llama_server(*, force: bool = False, jobs: int | None = None,
     if not force and (found := built_llama_server()) is not None:
         return found
     dest = _binary_path()
-    for tool in ("cmake", "c++"):
+    for tool in ("cmake", "cc", "c++"):
         if shutil.which(tool) is None:
             raise ModelError(f"building llama-server needs {tool} on PATH (e.g. apt-get install cmake g++)")
     with tempfile.TemporaryDirectory(prefix="localtools-llama-server-") as tmp:
@@ -97,9 +100,11 @@ def build_llama_server(*, force: bool = False, jobs: int | None = None,
         if not built.is_file():
             raise ModelError(f"the build finished without {built}")
         dest.parent.mkdir(parents=True, exist_ok=True)
-        partial = dest.with_suffix(".partial")
+        # Whole or not at all: a killed build leaves no half binary behind, and two builds at
+        # once each move a whole one into place.
+        partial = dest.with_name(f"{dest.name}.{os.getpid()}.partial")
         shutil.copy2(built, partial)
-        partial.replace(dest)  # whole or not at all: a killed build leaves no half binary behind
+        partial.replace(dest)
     progress(f"built {dest}")
     return dest
 
@@ -107,7 +112,12 @@ def build_llama_server(*, force: bool = False, jobs: int | None = None,
 def _unpack_llama_cpp(sdist: Path, into: Path) -> Path:
     with tarfile.open(sdist) as tar:
         members = [m for m in tar.getmembers() if "/vendor/llama.cpp/" in m.name]
-        tar.extractall(into, members=members, filter="data")
+        if hasattr(tarfile, "data_filter"):  # Python 3.11.4 and later
+            tar.extractall(into, members=members, filter="data")
+        else:
+            if any(m.name.startswith("/") or ".." in Path(m.name).parts or m.issym() or m.islnk() for m in members):
+                raise ModelError(f"{sdist.name} holds a path outside its folder or a link; not unpacked")
+            tar.extractall(into, members=members)
     found = sorted(into.glob("*/vendor/llama.cpp"))
     if not found:
         raise ModelError(f"{sdist.name} holds no vendor/llama.cpp")
@@ -158,6 +168,15 @@ class RunningEngine:
             return ""
 
 
+def _port_free(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
@@ -176,12 +195,21 @@ def running_llama_server(model: Path, *, binary: Path | None = None, parallel: i
     if binary is None:
         raise UsageError("no llama-server here: run 'localtools engines build llama-server' or set "
                          f"${BINARY_ENV} to one")
-    port = port or free_port()
+    if port is None:
+        port = free_port()
+    elif not _port_free(port):
+        # Otherwise whatever already answers there would pass for the engine started here.
+        raise UsageError(f"port {port} on 127.0.0.1 is in use; pick another (--port)")
     with tempfile.NamedTemporaryFile(prefix="llama-server-", suffix=".log", delete=False) as log_file:
         log = Path(log_file.name)
     cmd = llama_server_command(binary, model, port=port, parallel=parallel, n_ctx=n_ctx, threads=threads, extra=extra)
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        with log.open("wb") as out:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        log.unlink(missing_ok=True)
+        raise EngineUnavailable(f"cannot start {binary}: {exc} (built for another machine? rebuild with "
+                                "'localtools engines build llama-server --force')", engine="llama-server") from exc
     engine = RunningEngine(f"http://127.0.0.1:{port}", proc, log)
     try:
         deadline = time.monotonic() + ready_timeout

@@ -102,7 +102,7 @@ def _load_remote(cls: Any, model: str | None, *, family: str | None, template: s
     if entry is not None:
         if entry.cached:
             path = entry.path
-        elif cls.local_tokenizer:
+        elif cls.local_tokenizer and not options.get("tokenizer"):
             path, _ = resolve_model(entry.name, download=download)
     elif model:
         path = Path(model).expanduser()

@@ -275,9 +275,9 @@ def _engine_options(args: argparse.Namespace, backend: str) -> dict[str, Any]:
         return {}
     if not args.engine_url:
         raise UsageError(f"--backend {backend} needs --engine-url URL (where the engine listens, e.g. http://127.0.0.1:8080)")
-    options = {"url": args.engine_url, "api_key": args.engine_api_key, "timeout": args.engine_timeout}
-    if backend != "llama-server":  # llama-server tokenizes itself and serves one model
-        options |= {"tokenizer": args.tokenizer, "served_model": args.served_model}
+    options = {"url": args.engine_url, "api_key": args.engine_api_key, "timeout": args.engine_timeout,
+               "tokenizer": args.tokenizer, "served_model": args.served_model}
+    # Each engine rejects what it does not take (llama-server tokenizes itself and serves one model).
     return {k: v for k, v in options.items() if v is not None}
 
 
@@ -546,7 +546,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ._catalog import default_model
-    from ._load import load
+    from ._load import ENGINES, load
     from .bench import CATEGORIES, Mode, bfcl_data_dir, load_cases, run_bench, sample, summarize, write_json
 
     if args.peers_only and not args.peer:
@@ -561,6 +561,10 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     if args.system:
         cases = [c.with_system(args.system) for c in cases]
     names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
+    engines = [b for b in backends if b in ENGINES]
+    if engines and (not args.model or len(args.model) > 1) and not args.peers_only:
+        raise UsageError(f"--backend {engines[0]} needs one --model: the model the engine serves (it names the "
+                         "family and labels the results; an engine serves one model)")
     choices = args.tool_choice or ["auto"]
     modes = [] if args.peers_only else [
         Mode(name, backend, decoding == "constrained", choice)

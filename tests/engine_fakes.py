@@ -17,6 +17,8 @@ import httpx
 #: Special tokens of the fake vocabulary: parsed as one id each only where special parsing is on.
 SPECIAL = {"<|im_start|>": 200_001, "<|im_end|>": 200_002, "<tool_call>": 200_003, "</tool_call>": 200_004}
 _BY_ID = {v: k for k, v in SPECIAL.items()}
+#: Control tokens, whose text llama.cpp leaves out of what it streams (Qwen's call tags are not ones).
+CONTROL = {SPECIAL["<|im_start|>"], SPECIAL["<|im_end|>"]}
 QWEN_TEMPLATE = "{% for message in messages %}<|im_start|>{{ message.role }}\n<tool_call>{% endfor %}"
 
 
@@ -118,14 +120,15 @@ class FakeLlamaServer(_Fake):
         if self.error is not None:
             return httpx.Response(self.status, json={"error": self.error})
         text, ended = self._reply(body["n_predict"], body.get("stop", []))
-        ids = encode(text, True)
-        # The server's streamed content leaves special tokens out unless started with --special.
-        # As the server does, the end-of-generation token is streamed too.
-        streamed = [*ids, SPECIAL["<|im_end|>"]] if ended == "eos" else ids
-        events: list[dict[str, Any]] = [{"content": "" if t in _BY_ID else chr(t), "tokens": [t], "stop": False}
+        # As the server does: the end token is streamed and counted too; a token that ends inside
+        # a character is counted but never streamed (its text comes with the next one: here every
+        # character beyond the BMP is two tokens); control tokens stream as empty text.
+        streamed = [*encode(text, True), *([SPECIAL["<|im_end|>"]] if ended == "eos" else [])]
+        events: list[dict[str, Any]] = [{"content": "" if t in CONTROL else decode([t]), "tokens": [t], "stop": False}
                                         for t in streamed]
-        final = {"content": "", "tokens": [], "stop": True, "stop_type": ended, "tokens_cached": 3,
-                 "timings": {"prompt_ms": 12.5, "predicted_ms": 40.0}}
+        predicted = len(streamed) + sum(t > 0xFFFF and t not in _BY_ID for t in streamed)
+        final = {"content": "", "tokens": [], "stop": True, "stop_type": ended, "tokens_predicted": predicted,
+                 "timings": {"prompt_ms": 12.5, "predicted_ms": 40.0, "cache_n": 3}}
         if not self.cut_stream:
             events.append(final)
         return httpx.Response(200, content=_sse(events), headers={"content-type": "text/event-stream"})
@@ -165,15 +168,18 @@ class FakeVLLM(_Fake):
 
 class FakeSGLang(_Fake):
     """SGLang's /server_info, /v1/models and streamed /generate, with whole-so-far chunks (its
-    default) or deltas (``incremental=True``, as ``--incremental-streaming-output``)."""
+    default) or deltas (``incremental=True``, as ``--incremental-streaming-output``);
+    ``new_ids_only``: the whole text so far but each chunk's own ids, as some versions send."""
 
-    def __init__(self, replies: Iterable[str] = (), *, incremental: bool = False, **kw: Any) -> None:
+    def __init__(self, replies: Iterable[str] = (), *, incremental: bool = False, new_ids_only: bool = False,
+                 **kw: Any) -> None:
         super().__init__(replies, **kw)
-        self.incremental = incremental
+        self.incremental, self.new_ids_only = incremental, new_ids_only
 
     def answer(self, path: str, body: Any) -> httpx.Response:
         if path == "/server_info":
-            return httpx.Response(200, json={"version": "0.5.23", "context_length": self.n_ctx})
+            return httpx.Response(200, json={"version": "0.5.23", "context_length": self.n_ctx,
+                                             "incremental_streaming_output": self.incremental})
         if path == "/health":
             return httpx.Response(200)
         if path == "/v1/models":
@@ -189,7 +195,7 @@ class FakeSGLang(_Fake):
         def chunks() -> Iterator[dict[str, Any]]:
             for n in range(1, len(ids) + 1):
                 part = ids[n - 1:n] if self.incremental else ids[:n]
-                yield {"text": decode(part), "output_ids": part,
+                yield {"text": decode(part), "output_ids": ids[n - 1:n] if self.new_ids_only else part,
                        "meta_info": {"prompt_tokens": len(body["input_ids"]), "completion_tokens": n, "cached_tokens": 1,
                                      "finish_reason": None}}
             finish = {"eos": {"type": "stop", "matched": 200_002}, "word": {"type": "stop", "matched": "STOP"},

@@ -304,3 +304,20 @@ def test_text_never_holds_a_stop_string() -> None:
     g = build_grammar(get_family("qwen2.5"), [CUSTOMER], "auto")
     assert matches(g, "The plan is pro.")
     assert not matches(g, "<|im_end|>") and not matches(g, "Pro.<|endoftext|>")
+
+
+def test_repeats_count_items_of_every_length_and_empty_ones() -> None:
+    from localtools.grammar import Chars, Expr, Lit, Repeat, alt, seq
+
+    def accepts(e: Expr, text: str, prefix: bool = False) -> bool:
+        return matches(Grammar({"root": e}), text, prefix=prefix)
+
+    two = Repeat(alt(Lit("a"), Lit("aa")), 2, 2)
+    # "aa" is two items of one character, though one item of two reaches the same place sooner.
+    assert [accepts(two, t) for t in ("a", "aa", "aaa", "aaaa", "aaaaa")] == [False, True, True, True, False]
+    maybe = seq(Repeat(Repeat(Lit("a"), 0, 1), 2, 2), Lit("b"))
+    assert [accepts(maybe, t) for t in ("b", "ab", "aab", "aaab")] == [True, True, True, False]
+    # A cut text needs no more items: the rest of a {4} hex escape may still come.
+    hex4 = seq(Lit("\\u"), Repeat(Chars("0-9a-f"), 4, 4))
+    assert accepts(hex4, "\\u1", prefix=True) and accepts(hex4, "\\u18", prefix=True)
+    assert not accepts(hex4, "\\u18", prefix=False) and not accepts(hex4, "\\u1x", prefix=True)

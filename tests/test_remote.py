@@ -79,14 +79,18 @@ def test_llama_server_gets_token_ids_with_message_text_never_parsed_for_special_
     assert (body["top_k"], body["min_p"], body["temperature"]) == (0, 0.0, 0.0)
 
 
-def test_llama_server_reply_text_keeps_special_tokens_and_engine_usage() -> None:
-    # The fake streams content without <tool_call> (a special token, as the server does without
-    # --special): the text comes from /detokenize of the returned ids instead.
-    fake = FakeLlamaServer([CALL])
-    gen = llama_server(fake).backend.generate(localtools.Prompt((("hi", True),)), max_tokens=200)
-    assert gen.text == CALL and gen.tokens == encode(CALL, True)
+def test_llama_server_reply_text_and_usage_are_the_servers() -> None:
+    fake = FakeLlamaServer([CALL, "Tokyo 🦜 is<|im_end|> near"])
+    backend = llama_server(fake).backend
+    gen = backend.generate(localtools.Prompt((("hi", True),)), max_tokens=200)
+    # The call tags are ordinary tokens of the vocabulary; the end token is neither text nor counted.
+    assert gen.text == CALL and gen.tokens == encode(CALL, True) and gen.generated == len(encode(CALL, True))
     assert (gen.prompt_seconds, gen.decode_seconds, gen.cached_tokens) == (0.0125, 0.04, 3)
-    assert gen.finish_reason == "stop" and gen.generated == len(encode(CALL, True))
+    assert gen.finish_reason == "stop"
+    # A character split over two tokens arrives whole with the second (the first id never
+    # streams, but counts); a control token streams as no text, as in process.
+    gen = backend.generate(localtools.Prompt((("hi", True),)), max_tokens=200)
+    assert gen.text == "Tokyo 🦜 is near" and gen.generated == len(encode("Tokyo 🦜 is<|im_end|> near", True)) + 1
 
 
 def test_llama_server_describes_itself_and_detects_the_family_from_its_template() -> None:
@@ -261,18 +265,19 @@ def test_vllm_asks_for_the_model_named_and_refuses_one_it_does_not_serve() -> No
 
 # -- SGLang ------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("incremental", [False, True])
-def test_sglang_reads_whole_so_far_and_delta_streams(incremental: bool) -> None:
-    fake = FakeSGLang([CALL], incremental=incremental)
+@pytest.mark.parametrize(("incremental", "new_ids_only"), [(False, False), (True, False), (False, True)])
+def test_sglang_reads_whole_so_far_and_delta_streams(incremental: bool, new_ids_only: bool) -> None:
+    fake = FakeSGLang([CALL, CALL], incremental=incremental, new_ids_only=new_ids_only)
     model = sglang(fake)
     result = model.chat(QUESTION, [CUSTOMER], tool_choice="required")
     assert result.raw == CALL and result.tool_calls[0].name == "get_customer"
-    (body,) = fake.generations()
+    body = fake.generations()[0]
     sampling = body["sampling_params"]
     assert body["input_ids"] == model.backend.tokenize(model.render(QUESTION, [CUSTOMER], tool_choice="required"))
     assert sampling["ebnf"] == model.grammar([CUSTOMER], "required").to_gbnf()
     assert sampling["skip_special_tokens"] is False and "sampling_seed" not in sampling
     assert result.completion_tokens == len(encode(CALL, True))
+    assert engine(model).generate(localtools.Prompt((("x", True),))).tokens == encode(CALL, True)
 
 
 def test_sglang_errors() -> None:
@@ -333,3 +338,107 @@ def test_the_cli_asks_for_the_engines_address_and_refuses_engine_options_elsewhe
     # Nothing listens there: the engine's absence is a typed error with the way to start one.
     assert main(["run", "hi", "--backend", "llama-server", "--engine-url", "http://127.0.0.1:9"]) == 2
     assert "cannot reach llama-server at http://127.0.0.1:9" in capsys.readouterr().err
+
+
+def test_answers_of_an_unknown_shape_are_engine_errors() -> None:
+    def odd(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=["not", "an", "object"])
+
+    with pytest.raises(EngineError, match="answered in a shape this backend does not know"):
+        LlamaServerBackend(url="http://engine:8080", transport=httpx.MockTransport(odd))
+    fake = FakeLlamaServer([CALL])
+    backend = LlamaServerBackend(url="http://engine:8080", transport=fake.transport())
+
+    def odd_tokens(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"tokens": "abc"}) if request.url.path == "/tokenize" else fake(request)
+
+    backend._client._transport = httpx.MockTransport(odd_tokens)
+    with pytest.raises(EngineError, match="shape"):
+        backend.generate(localtools.Prompt((("hi", True),)))
+
+
+def test_a_cancel_is_seen_while_the_engine_only_pings() -> None:
+    fake = FakeLlamaServer()
+
+    def pinging(request: httpx.Request) -> httpx.Response:
+        if request.url.path != "/completion":
+            return fake(request)
+        return httpx.Response(200, content=b": ping\n\n" * 50, headers={"content-type": "text/event-stream"})
+
+    backend = LlamaServerBackend(url="http://engine:8080", transport=httpx.MockTransport(pinging))
+    asked: list[int] = []
+
+    def cancel() -> bool:
+        asked.append(1)
+        return len(asked) > 3
+
+    with pytest.raises(GenerationCancelled):
+        backend.generate(localtools.Prompt((("hi", True),)), cancel=cancel)
+    assert len(asked) == 4
+
+
+def test_serve_runs_one_request_at_a_time_in_process() -> None:
+    from localtools.serve import ServerConfig, create_app
+
+    model = Model(localtools.ScriptedBackend([]), family="qwen2.5")
+    with pytest.raises(UsageError, match="concurrency 4 needs an engine backend"):
+        create_app(model, ServerConfig(model_name="m", concurrency=4))
+    assert create_app(model, ServerConfig(model_name="m")).state.worker.concurrency == 1
+    over = llama_server(FakeLlamaServer(slots=6))
+    assert create_app(over, ServerConfig(model_name="m")).state.worker.concurrency == 6
+    assert create_app(over, ServerConfig(model_name="m", concurrency=2)).state.worker.concurrency == 2
+
+
+def test_the_token_cache_holds_a_bounded_amount_of_text() -> None:
+    from localtools.backends._remote import TokenCache
+
+    calls: list[str] = []
+
+    def encode(text: str, special: bool) -> list[int]:
+        calls.append(text)
+        return [len(text)]
+
+    cache = TokenCache(encode, max_chars=10)
+    for text in ("aaaa", "bbbb", "aaaa", "cccc", "bbbb"):
+        cache.segment(text, special=False)
+    # "bbbb" was the least recently used when "cccc" came in, so it was tokenized again.
+    assert calls == ["aaaa", "bbbb", "cccc", "bbbb"]
+
+
+def test_llama_server_is_started_on_the_loopback_with_repacking_off_where_amx_would_crash(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from pathlib import Path
+
+    from localtools import _machine
+    from localtools._engines import llama_server_command
+
+    monkeypatch.setattr(_machine, "cpu_flags", lambda: frozenset({"avx2", "amx_tile", "amx_int8"}))
+    cmd = llama_server_command(Path("/bin/llama-server"), Path("m.gguf"), port=8080, parallel=4, n_ctx=2048)
+    assert cmd[:3] == ["/bin/llama-server", "-m", "m.gguf"] and "--no-repack" in cmd
+    assert cmd[cmd.index("--host") + 1] == "127.0.0.1" and cmd[cmd.index("-c") + 1] == str(4 * 2048)
+    monkeypatch.setattr(_machine, "cpu_flags", lambda: frozenset({"avx2"}))
+    assert "--no-repack" not in llama_server_command(Path("s"), Path("m"), port=1)
+
+
+def test_starting_llama_server_on_a_port_in_use_is_refused(tmp_path: Any) -> None:
+    import socket
+
+    from localtools._engines import running_llama_server
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(UsageError, match=f"port {port} on 127.0.0.1 is in use"), \
+                running_llama_server(tmp_path / "m.gguf", binary=tmp_path / "llama-server", port=port):
+            pass
+
+
+def test_a_binary_that_cannot_start_is_a_typed_error(tmp_path: Any) -> None:
+    from localtools._engines import running_llama_server
+
+    binary = tmp_path / "llama-server"
+    binary.write_text("not a program")
+    binary.chmod(0o755)
+    with pytest.raises(EngineUnavailable, match="cannot start"), running_llama_server(tmp_path / "m.gguf", binary=binary):
+        pass

@@ -29,6 +29,7 @@ from .._errors import (
     EngineUnavailable,
     GenerationCancelled,
     GrammarError,
+    LocalToolsError,
     UsageError,
 )
 from .._prompt import Prompt
@@ -55,9 +56,9 @@ def _httpx(engine: str) -> Any:
 class EngineReply:
     """What one generation request came to, as the engine told it."""
 
+    #: The generated ids the engine sent (some engines leave a few out; ``completion_tokens`` counts).
     tokens: list[int] = field(default_factory=list)
-    #: The reply's text when the engine's text keeps special tokens; ``None`` to detokenize ``tokens``.
-    text: str | None = None
+    text: str = ""
     #: "eog" (an end-of-generation token), "stop" (a stop string) or "length" (max_tokens).
     ended: str = "eog"
     prompt_tokens: int | None = None
@@ -87,9 +88,11 @@ class TokenCache:
     """Token ids per (text, special) segment, shared by the threads of one backend. A conversation
     sends the same template and message segments turn after turn; each is tokenized once."""
 
-    def __init__(self, encode: Callable[[str, bool], list[int]], size: int = 4096) -> None:
+    def __init__(self, encode: Callable[[str, bool], list[int]], max_chars: int = 4_000_000) -> None:
         self._encode = encode
-        self._size = size
+        #: Held text at most (a tool result may be megabytes): the least recently used goes first.
+        self._max_chars = max_chars
+        self._chars = 0
         self._ids: OrderedDict[tuple[str, bool], list[int]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -108,9 +111,12 @@ class TokenCache:
                 return self._ids[key]
         ids = self._encode(text, special)
         with self._lock:
-            self._ids[key] = ids
-            while len(self._ids) > self._size:
-                self._ids.popitem(last=False)
+            if key not in self._ids:
+                self._ids[key] = ids
+                self._chars += len(text)
+            while self._chars > self._max_chars and len(self._ids) > 1:
+                (old, _), _ = self._ids.popitem(last=False)
+                self._chars -= len(old)
         return ids
 
 
@@ -154,8 +160,10 @@ class RemoteBackend:
         self.timeout = timeout
         self.model_path = Path(model) if model is not None else None
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        # As many connections as requests in flight: a pool cap would queue them here, unseen.
         self._client = httpx.Client(base_url=self.url, headers=headers, transport=transport,
-                                    timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)))
+                                    timeout=httpx.Timeout(timeout, connect=min(timeout, 10.0)),
+                                    limits=httpx.Limits(max_connections=None, max_keepalive_connections=64))
         #: Filled by ``_describe``: the engine's version, its context per request, how many requests
         #: it batches, and the metadata a family is detected from.
         self.version = ""
@@ -164,8 +172,12 @@ class RemoteBackend:
         self.metadata: dict[str, Any] = {}
         self.bos_token = ""
         self.eos_token = ""
-        self._tokens = TokenCache(self._encode)
-        self._describe()
+        self._tokens = TokenCache(self._engine_answer(self._encode))
+        try:
+            self._engine_answer(self._describe)()
+        except BaseException:
+            self._client.close()
+            raise
 
     # -- what a subclass provides -------------------------------------------------------------
 
@@ -175,10 +187,6 @@ class RemoteBackend:
 
     def _encode(self, text: str, special: bool) -> list[int]:
         """Token ids of one prompt segment; ``special``: whether special-token text becomes those tokens."""
-        raise NotImplementedError
-
-    def _decode(self, tokens: list[int]) -> str:
-        """The text of generated tokens, special tokens written out."""
         raise NotImplementedError
 
     def _request(self, ids: list[int], grammar: Grammar | None, *, max_tokens: int, temperature: float, top_p: float,
@@ -231,8 +239,7 @@ class RemoteBackend:
         started = time.perf_counter()
         reply, first = self._stream(path, body, cancel)
         ended_at = time.perf_counter()
-        text = reply.text if reply.text is not None else self._decode(reply.tokens)
-        ended = reply.ended
+        text, ended = reply.text, reply.ended
         cut = cut_at_stop(text, stop) if stop else None
         if cut is not None:
             text, ended = cut, "stop"
@@ -293,15 +300,19 @@ class RemoteBackend:
                 self._refused(path, response.status_code, response.text)
             done = False
             for event in _events(response.iter_lines()):
+                # Asked at every line, pings included: an engine that pings while it reads a long
+                # prompt learns of a cancel before its first token.
                 if cancel is not None and cancel():
                     raise GenerationCancelled("generation was cancelled")
+                if event is None:
+                    continue
                 if "error" in event:
                     error = event["error"]
                     status = error.get("code") if isinstance(error, dict) else None
                     self._refused(path, status if isinstance(status, int) else 500, json.dumps(event))
                 had = len(reply.tokens)
                 # Read on after the last token: an engine may send its usage in a chunk of its own.
-                done = self._read(event, reply) or done
+                done = self._engine_answer(self._read)(event, reply) or done
                 if first is None and (len(reply.tokens) > had or reply.text):
                     first = time.perf_counter()
             if not done:
@@ -309,15 +320,33 @@ class RemoteBackend:
                                         "restart?)", engine=self.engine)
         return reply, first
 
+    def _engine_answer(self, read: Callable[..., Any]) -> Callable[..., Any]:
+        """``read`` with an answer of an unexpected shape (a list where an object was expected, a
+        number as text) as an ``EngineError``, not as whatever Python raises."""
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return read(*args, **kwargs)
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                if isinstance(exc, LocalToolsError):
+                    raise
+                raise EngineError(f"{self.engine} answered in a shape this backend does not know "
+                                  f"({type(exc).__name__}: {exc}); is it a {self.name}, and of a supported version?",
+                                  engine=self.engine) from exc
+
+        return checked
+
     def _send(self, method: str, path: str, body: dict[str, Any] | None, *, stream: bool) -> Any:
         """One request, sent again once if a kept-alive connection turns out closed: the engine
         closed it between requests (llama-server's HTTP library does after a while), so the
         request never reached it."""
         for attempt in (1, 2):
             request = self._client.build_request(method, path, json=body)
+            # A reset before any answer is as safe to resend for the requests that change nothing.
+            stale = (self._httpx.RemoteProtocolError,) if stream else (self._httpx.RemoteProtocolError,
+                                                                       self._httpx.ReadError)
             try:
                 return self._client.send(request, stream=stream)
-            except self._httpx.RemoteProtocolError:
+            except stale:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
@@ -353,7 +382,7 @@ class RemoteBackend:
         if status == 404:
             raise EngineError(f"{where}: {message}. Is {self.url} a {self.name}? {self.start_hint}",
                               engine=self.engine, status=status)
-        if status in (502, 503, 504):
+        if status in (429, 502, 503, 504):
             raise EngineUnavailable(f"{where}: {message} (still loading, overloaded or asleep; try again shortly)",
                                     engine=self.engine, status=status)
         if status < 500 and "grammar" in message.lower():
@@ -361,14 +390,17 @@ class RemoteBackend:
         raise EngineError(f"{where}: {message}", engine=self.engine, status=status)
 
 
-def _events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
-    """The JSON objects of a server-sent event stream (``data: {...}``), through ``[DONE]``."""
+def _events(lines: Iterator[str]) -> Iterator[dict[str, Any] | None]:
+    """The JSON objects of a server-sent event stream (``data: {...}``), through ``[DONE]``;
+    ``None`` for each other line (pings, blank lines), so a reader can look up between them."""
     for line in lines:
         if not line or line.startswith(":"):  # a blank line ends an event; ":" lines are pings
+            yield None
             continue
         field_name, _, value = line.partition(":")
         value = value.strip()
         if field_name not in ("data", "error") or not value:
+            yield None
             continue
         if value == "[DONE]":
             return
@@ -378,8 +410,7 @@ def _events(lines: Iterator[str]) -> Iterator[dict[str, Any]]:
             event = {"error": {"message": value}}
         if field_name == "error":
             event = {"error": event}
-        if isinstance(event, dict):
-            yield event
+        yield event if isinstance(event, dict) else None
 
 
 def _message(text: str) -> str:
@@ -431,9 +462,6 @@ class LocallyTokenized(RemoteBackend):
 
     def _encode(self, text: str, special: bool) -> list[int]:
         return self.tokenizer.encode(text, special)
-
-    def _decode(self, tokens: list[int]) -> str:
-        return self.tokenizer.decode(tokens)
 
     def _served(self) -> tuple[str, int | None]:
         """The model id to ask for and its context length, from the engine's ``/v1/models``."""

@@ -27,13 +27,9 @@ class Tokenizer(Protocol):
         """Token ids of ``text``; ``special``: whether special-token text becomes those tokens."""
         ...
 
-    def decode(self, tokens: list[int]) -> str:
-        """The text of ``tokens``, special tokens written out."""
-        ...
-
 
 class LocalTokenizer:
-    """Encodes prompt segments and decodes generated ids as the model's own tokenizer does."""
+    """Encodes prompt segments as the model's own tokenizer does."""
 
     def __init__(self, path: str | Path) -> None:
         path = Path(path).expanduser()
@@ -87,8 +83,3 @@ class LocalTokenizer:
             return [int(t) for t in self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)]
         ids = self._hf_tokenizer(text, add_special_tokens=False, split_special_tokens=not special)["input_ids"]
         return [int(t) for t in ids]
-
-    def decode(self, tokens: list[int]) -> str:
-        if self._llama is not None:
-            return str(self._llama.detokenize(tokens, special=True).decode("utf-8", errors="replace"))
-        return str(self._hf_tokenizer.decode(tokens, skip_special_tokens=False))

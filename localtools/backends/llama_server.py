@@ -4,7 +4,9 @@ token ids and our grammar as GBNF, and batches many requests over its ``--parall
 Its chat endpoint is not used: it renders its own template and refuses a grammar together with
 tools. Tokenizing goes through its ``/tokenize`` (``parse_special`` off for message text), so no
 local copy of the model is needed; the family comes from the model name, ``family=`` or the chat
-template the server reports.
+template the server reports. The reply's text is the streamed ``content``: the server sends it
+only in whole characters (a token ending inside one is sent with the next, and its id is never
+streamed) and leaves control tokens out, as the llama-cpp backend's detokenizer does.
 """
 
 from __future__ import annotations
@@ -74,13 +76,6 @@ class LlamaServerBackend(RemoteBackend):
         body = self._post("/tokenize", {"content": text, "add_special": False, "parse_special": special})
         return [int(t) for t in body.get("tokens", [])]
 
-    def _decode(self, tokens: list[int]) -> str:
-        if not tokens:
-            return ""
-        # /detokenize writes special tokens out; the streamed "content" drops them unless the
-        # server runs with --special, and a family's markers (<tool_call>, [TOOL_CALLS]) may be ones.
-        return str(self._post("/detokenize", {"tokens": tokens}).get("content", ""))
-
     def _request(self, ids: list[int], grammar: Grammar | None, *, max_tokens: int, temperature: float, top_p: float,
                  seed: int | None, stop: Sequence[str], repeat_penalty: float) -> tuple[str, dict[str, Any]]:
         body: dict[str, Any] = {
@@ -100,6 +95,9 @@ class LlamaServerBackend(RemoteBackend):
             "stream": True,
             "return_tokens": True,
             "cache_prompt": not self._fresh,
+            # Pings while a long prompt is read: a cancel is seen before the first token, and
+            # the silence timeout measures the engine, not the prompt's length.
+            "sse_ping_interval": 2,
         }
         self._fresh = False
         if grammar is not None:
@@ -108,21 +106,26 @@ class LlamaServerBackend(RemoteBackend):
 
     def _read(self, event: dict[str, Any], reply: EngineReply) -> bool:
         reply.tokens += [int(t) for t in event.get("tokens") or []]
+        reply.text += str(event.get("content") or "")
         if not event.get("stop"):
             return False
-        reply.ended = {"eos": "eog", "word": "stop", "limit": "length"}.get(str(event.get("stop_type")), "eog")
-        if event.get("stop_type") == "eos" and reply.tokens:
-            # The server streams the end-of-generation token too; it is not part of the reply.
-            reply.tokens.pop()
+        stop_type = str(event.get("stop_type"))
+        reply.ended = {"eos": "eog", "word": "stop", "limit": "length"}.get(stop_type, "eog")
         if event.get("truncated"):
             reply.ended = "length"
+        predicted = event.get("tokens_predicted")
+        if isinstance(predicted, int):
+            # The server counts (and streams) the end-of-generation token; it is not part of the reply.
+            reply.completion_tokens = predicted - (stop_type == "eos")
+        if stop_type == "eos" and reply.tokens:
+            reply.tokens.pop()
         timings = event.get("timings") or {}
         if isinstance(timings.get("prompt_ms"), int | float):
             reply.prompt_seconds = float(timings["prompt_ms"]) / 1000
         if isinstance(timings.get("predicted_ms"), int | float):
             reply.decode_seconds = float(timings["predicted_ms"]) / 1000
-        cached = event.get("tokens_cached")
-        reply.cached_tokens = int(cached) if isinstance(cached, int) else 0
+        if isinstance(timings.get("cache_n"), int):
+            reply.cached_tokens = int(timings["cache_n"])
         return True
 
     def _context_error(self, message: str, body: Any) -> ContextLengthExceeded | None:

@@ -34,10 +34,13 @@ class SGLangBackend(LocallyTokenized):
     start_hint: ClassVar[str] = "Start it with: python -m sglang.launch_server --model-path MODEL --port 30000"
     context_patterns: ClassVar[tuple[re.Pattern[str], ...]] = _CONTEXT
     grammar_engine: ClassVar[str] = "SGLang's xgrammar backend"
+    _deltas = False
 
     def _describe(self) -> None:
         info = self._get("/server_info")
         self.version = str(info.get("version", "")) if isinstance(info, dict) else ""
+        # Started with --incremental-streaming-output, it sends each chunk's new text only.
+        self._deltas = bool(info.get("incremental_streaming_output")) if isinstance(info, dict) else False
         self.served_model, self.n_ctx = self._served()
         if self.n_ctx is None and isinstance(info, dict) and isinstance(info.get("context_length"), int):
             self.n_ctx = int(info["context_length"])
@@ -63,10 +66,10 @@ class SGLangBackend(LocallyTokenized):
         meta = event.get("meta_info") or {}
         text, ids = str(event.get("text") or ""), [int(t) for t in event.get("output_ids") or []]
         count = meta.get("completion_tokens")
-        # The whole reply so far, unless the server sends deltas: then the ids so far outnumber this chunk's.
-        cumulative = not isinstance(count, int) or len(ids) >= count
-        reply.text = text if cumulative else (reply.text or "") + text
-        reply.tokens = ids if cumulative else reply.tokens + ids
+        # The text so far in each chunk, or each chunk's own (the server says which); versions differ
+        # on the ids alike, so they count as the whole so far when there are as many as generated.
+        reply.text = reply.text + text if self._deltas else text
+        reply.tokens = ids if isinstance(count, int) and len(ids) >= count else reply.tokens + ids
         if isinstance(count, int):
             reply.completion_tokens = count
         if isinstance(meta.get("prompt_tokens"), int):

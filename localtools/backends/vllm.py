@@ -82,7 +82,7 @@ class VLLMBackend(LocallyTokenized):
         if not choices:
             return False
         choice = choices[0]
-        reply.text = (reply.text or "") + str(choice.get("text") or "")
+        reply.text = reply.text + str(choice.get("text") or "")
         reply.tokens += [int(t) for t in choice.get("token_ids") or []]
         finish = choice.get("finish_reason")
         if finish is None:

@@ -95,16 +95,25 @@ def _ends(e: Expr, pos: int, rules: dict[str, Expr],
             out |= yield option, pos
         return out
     if isinstance(e, Repeat):
+        # Positions after exactly ``count`` items. Below the minimum the count matters, so every
+        # position is carried; from the minimum on it no longer does, and each position is
+        # extended once (``done``), which ends unbounded repeats.
         out, current, count = ({pos} if e.min == 0 else set()), {pos}, 0
+        done: set[int] = set()
+        empty = False  # an item matched the empty string: the minimum is met by repeating it
         while current and (e.max is None or count < e.max):
             after = set()
             for p in current:
-                after |= yield e.item, p
-            current = after - current
+                ends = yield e.item, p
+                empty |= p in ends
+                after |= ends
             count += 1
-            if count >= e.min:
-                out |= current
+            if count >= e.min or empty:
+                out |= after
             elif sticky in after:
                 out.add(sticky)
+            current = after - done if count >= e.min else after
+            if count >= e.min:
+                done |= current
         return out
     raise TypeError(f"cannot match {e!r}; lower the grammar first")

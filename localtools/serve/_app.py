@@ -186,7 +186,12 @@ def create_app(model: Model, config: ServerConfig) -> Any:
     except ImportError as exc:
         raise MissingDependency(f"localtools serve needs starlette and uvicorn: {SERVE_HINT}") from exc
 
-    concurrency = config.concurrency or int(getattr(model.backend, "concurrency", 1) or 1)
+    engine = bool(getattr(model.backend, "remote", False))
+    if config.concurrency is not None and config.concurrency > 1 and not engine:
+        raise UsageError(f"concurrency {config.concurrency} needs an engine backend (--backend llama-server, vllm or "
+                         f"sglang): the {model.backend.name} backend runs the model in this process, one request at a "
+                         "time (a llama.cpp context is not thread-safe)")
+    concurrency = config.concurrency or (int(getattr(model.backend, "concurrency", 1)) if engine else 1)
     worker = _Worker(config.max_queue, concurrency)
 
     def error(status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
