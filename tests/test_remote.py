@@ -442,3 +442,16 @@ def test_a_binary_that_cannot_start_is_a_typed_error(tmp_path: Any) -> None:
     binary.chmod(0o755)
     with pytest.raises(EngineUnavailable, match="cannot start"), running_llama_server(tmp_path / "m.gguf", binary=binary):
         pass
+
+
+def test_an_engine_with_a_tokenizer_given_downloads_no_weights(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localtools import _catalog
+
+    def no_download(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("nothing is to be downloaded")
+
+    monkeypatch.setattr(_catalog, "pull", no_download)
+    assert not _catalog.catalog()["qwen2.5-coder-1.5b"].cached or pytest.skip("the 1.5B model is cached here")
+    model = localtools.load("qwen2.5-coder-1.5b", backend="vllm", url="http://engine:8000", tokenizer=CharTokenizer(),
+                            transport=FakeVLLM().transport())
+    assert model.family.name == "qwen2.5" and isinstance(model.backend, VLLMBackend)
