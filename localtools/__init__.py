@@ -1,6 +1,6 @@
 """localtools: prompt-based, grammar-constrained tool calling for local open models."""
 
-from ._agent import Agent, CallOutcome, CallTrace, RunResult, StepTrace
+from ._agent import Agent, AgentEvent, CallOutcome, CallTrace, RunDone, RunResult, StepDone, StepTrace, ToolResult
 from ._catalog import catalog, pull
 from ._errors import (
     AgentError,
@@ -36,6 +36,7 @@ from ._load import BACKENDS, ENGINES, load
 from ._model import ChatResult, Model
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
+from ._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStarted, TurnDone
 from ._tools import DESTRUCTIVE, Tool, ToolRegistry, tool
 from .backends.scripted import ScriptedBackend
 
@@ -47,6 +48,7 @@ __all__ = [
     "ENGINES",
     "Agent",
     "AgentError",
+    "AgentEvent",
     "ApprovalDenied",
     "BackendNotInstalled",
     "CallOutcome",
@@ -67,21 +69,31 @@ __all__ = [
     "Model",
     "ModelError",
     "Prompt",
+    "ReasoningDelta",
     "RetryLimitExceeded",
+    "RunDone",
     "RunResult",
     "ScriptedBackend",
+    "StepDone",
     "StepTrace",
+    "StreamEvent",
     "TemplateError",
+    "TextDelta",
     "Tool",
     "ToolArgumentsError",
     "ToolCall",
+    "ToolCallDelta",
+    "ToolCallDone",
     "ToolCallParseError",
+    "ToolCallStarted",
     "ToolDefinitionError",
     "ToolError",
     "ToolExecutionError",
     "ToolNotAllowed",
     "ToolRegistry",
+    "ToolResult",
     "ToolTimeout",
+    "TurnDone",
     "UnknownToolError",
     "UnsupportedSchema",
     "UsageError",

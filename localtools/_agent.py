@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import inspect
 import json
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -29,9 +30,10 @@ from ._errors import (
 )
 from ._model import ChatResult, Model
 from ._parse import ToolCall
+from ._stream import StreamEvent, TurnDone
 from ._tools import Tool, ToolRegistry
 
-__all__ = ["Agent", "CallOutcome", "CallTrace", "RunResult", "StepTrace"]
+__all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "RunDone", "RunResult", "StepDone", "StepTrace", "ToolResult"]
 
 Approver = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
 
@@ -190,24 +192,48 @@ class Agent:
         raise UsageError("Agent.run() was called inside an event loop; use 'await agent.arun(...)'")
 
     async def arun(self, question: str | list[dict[str, Any]]) -> RunResult:
+        async with contextlib.aclosing(self._steps(question, live=False)) as events:
+            async for event in events:
+                if isinstance(event, RunDone):
+                    return event.result
+        raise AssertionError("a run ends with RunDone or an error")  # pragma: no cover
+
+    async def astream(self, question: str | list[dict[str, Any]]) -> AsyncIterator[AgentEvent]:
+        """``arun`` as events while it runs: each model turn's (see ``Model.stream``; a turn
+        ends with ``TurnDone``), a ``ToolResult`` for each call, ``StepDone`` after each step
+        (its trace; ``error`` set when the turn was unusable and fed back) and last ``RunDone``
+        with the same ``RunResult`` that ``arun`` returns. ``arun``'s errors are raised here."""
+        async for event in self._steps(question, live=True):
+            yield event
+
+    async def _steps(self, question: str | list[dict[str, Any]], *, live: bool) -> AsyncGenerator[AgentEvent, None]:
         messages = self._opening(question)
         tools = self.registry.list(self.allow)
         state = _RunState()
         for step in range(1, self.max_steps + 1):
             st = StepTrace(step=step, constrained=self.constrained, tool_choice=self._choice(step, state))
             state.trace.append(st)
-            result = await self._reply(messages, tools, st, state)
+            result = None
+            async for event in self._reply(messages, tools, st, state, live=live):
+                if isinstance(event, TurnDone):
+                    result = event.result
+                yield event
             if result is None:  # unusable; what went wrong was fed back
+                yield StepDone(st)
                 continue
             messages.append(result.message())
             if not result.tool_calls:
                 self._notify(st)
-                return RunResult(answer=result.content, messages=messages, trace=state.trace)
+                yield StepDone(st)
+                yield RunDone(RunResult(answer=result.content, messages=messages, trace=state.trace))
+                return
             st.calls = await self._run_calls(result.tool_calls, state)
             state.repeated = any(c.outcome is CallOutcome.REPEATED for c in st.calls)
             for done in st.calls:
                 messages.append({"role": "tool", "tool_call_id": done.id, "name": done.name, "content": done.result})
+                yield ToolResult(done)
             self._notify(st)
+            yield StepDone(st)
             self._count_mistakes(st, state, messages)
         raise MaxStepsExceeded(
             f"no final answer after max_steps={self.max_steps} model turns; raise max_steps or check the trace",
@@ -233,21 +259,32 @@ class Agent:
         return self.tool_choice if step == 1 or self.tool_choice in ("auto", "none") else "auto"
 
     async def _reply(self, messages: list[dict[str, Any]], tools: list[Tool], st: StepTrace,
-                     state: _RunState) -> ChatResult | None:
-        """One model turn; a reply that cannot be used is fed back (``None``) until the retries run out."""
+                     state: _RunState, *, live: bool) -> AsyncIterator[StreamEvent]:
+        """One model turn, ending with ``TurnDone``; a reply that cannot be used is fed back (no
+        ``TurnDone``) until the retries run out. ``live``: the turn's events as it is generated."""
+        chat = functools.partial(
+            self.model.chat,
+            messages,
+            tools,
+            tool_choice=st.tool_choice,
+            parallel_tool_calls=self.parallel_tool_calls,
+            constrained=self.constrained,
+            max_tokens=self.max_tokens,
+            temperature=self.temperature,
+            thinking=self.thinking,
+            reasoning_budget=self.reasoning_budget,
+        )
         try:
-            result = await asyncio.to_thread(
-                self.model.chat,
-                messages,
-                tools,
-                tool_choice=st.tool_choice,
-                parallel_tool_calls=self.parallel_tool_calls,
-                constrained=self.constrained,
-                max_tokens=self.max_tokens,
-                temperature=self.temperature,
-                thinking=self.thinking,
-                reasoning_budget=self.reasoning_budget,
-            )
+            if live:
+                result = None
+                async for event in _live(chat):
+                    if isinstance(event, TurnDone):
+                        result = event.result
+                    else:
+                        yield event
+                assert result is not None
+            else:
+                result = await asyncio.to_thread(chat)
         except (ToolCallParseError, GenerationTruncated) as exc:
             st.error, st.raw = str(exc), exc.raw
             state.failures += 1
@@ -258,12 +295,12 @@ class Agent:
                 ) from exc
             messages.append({"role": "assistant", "content": exc.raw})
             messages.append({"role": "user", "content": _feedback(exc)})
-            return None
+            return
         st.prompt_tokens, st.completion_tokens = result.prompt_tokens, result.completion_tokens
         st.latency, st.raw, st.reasoning = result.latency, result.raw, result.reasoning
         st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
         st.attempts = result.attempts
-        return result
+        yield TurnDone(result)
 
     async def _run_calls(self, calls: list[ToolCall], state: _RunState) -> list[CallTrace]:
         """Runs the calls concurrently; identical calls (in this turn or repeating an earlier one) run once."""
@@ -350,6 +387,60 @@ class Agent:
             raise ToolTimeout(f"tool {tool.name!r} did not finish within {tool.timeout} s") from None
         except Exception as exc:
             raise ToolExecutionError(f"tool {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """A call the loop handled: its trace (id, name, arguments, outcome, the result the model gets)."""
+
+    call: CallTrace
+
+
+@dataclass(frozen=True)
+class StepDone:
+    """A step ended: its trace (``error`` is set when the turn was unusable and fed back)."""
+
+    step: StepTrace
+
+
+@dataclass(frozen=True)
+class RunDone:
+    """The run's end: the same result ``arun`` returns."""
+
+    result: RunResult
+
+
+AgentEvent = StreamEvent | ToolResult | StepDone | RunDone
+
+
+async def _live(chat: Callable[..., ChatResult]) -> AsyncIterator[StreamEvent]:
+    """``chat(on_event=...)`` on a thread, its events handed to this loop as they come, then
+    ``TurnDone``. Leaving early stops the generation at its next token."""
+    loop = asyncio.get_running_loop()
+    events: asyncio.Queue[StreamEvent] = asyncio.Queue()
+    stopped = threading.Event()
+
+    def emit(event: StreamEvent) -> None:
+        loop.call_soon_threadsafe(events.put_nowait, event)
+
+    task = asyncio.ensure_future(asyncio.to_thread(chat, on_event=emit, cancel=stopped.is_set))
+    try:
+        while not task.done():
+            getter = asyncio.ensure_future(events.get())
+            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()
+        # Events the thread sent before it returned were queued before its result.
+        while not events.empty():
+            yield events.get_nowait()
+        yield TurnDone(task.result())
+    finally:
+        stopped.set()
+        if not task.done():
+            with contextlib.suppress(BaseException):
+                await task
 
 
 @dataclass

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import queue
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,7 @@ from ._families import Family, detect_family, get_family
 from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
 from ._reply import ReplyFormat, reasoning_mode, reply_format
+from ._stream import ReplyStream, StreamEvent, TurnDone
 from ._tools import Tool
 from .backends._base import Backend, Generation, cut_at_stop
 from .grammar import Grammar, build_grammar
@@ -184,6 +187,7 @@ class Model:
         thinking: bool | None = None,
         reasoning_budget: int | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
+        on_event: Callable[[StreamEvent], None] | None = None,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -195,7 +199,8 @@ class Model:
         (left out of it, as OpenAI does); they never cut a call. Raises ``GenerationTruncated`` when
         ``max_tokens`` still cuts a call, ``ToolCallParseError`` when free output holds a call that
         does not parse. ``cancel`` is asked between tokens; once it answers True generation stops
-        with ``GenerationCancelled``.
+        with ``GenerationCancelled``. ``on_event``, when given, is called with the turn's events
+        while it is generated (see ``stream``).
 
         Thinking families reason first, freely, then answer under the grammar. ``thinking``
         turns it on or off (``None``: the template's default); ``reasoning_budget`` caps it in
@@ -222,6 +227,9 @@ class Model:
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
         # Passed only when set, so a backend written before the option still serves everything else.
         extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
+        live = None if on_event is None else ReplyStream(fmt, on_event, stop)
+        if live is not None:
+            extra["on_text"] = live.feed
         thought, whole, prompt_seconds = "", fmt, 0.0
         prompt_tokens = None
         if reasoning_budget is not None and mode:
@@ -236,17 +244,21 @@ class Model:
             if opened and first.generated >= max_tokens:
                 # A thought that took every token leaves none for an answer.
                 return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
-                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds)
+                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
+                                    live=live)
             if not opened and first.finish_reason != "length":
                 # Free output that answered without thinking, whole: that is the answer.
                 return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
-                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds)
+                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
+                                    live=live)
             if opened:
                 prompt, thought = self._after_thought(prompt, first.text, fmt)
                 max_tokens -= first.generated
                 fmt = fmt.after_reasoning()
             # Otherwise an answer without thinking ran into the budget: it is generated again, whole.
         for penalty in penalties:
+            if live is not None:
+                live.restart(thought)
             attempts += 1
             gen = self.backend.generate(
                 prompt,
@@ -269,11 +281,49 @@ class Model:
             raise GenerationTruncated(max_tokens, raw)
         return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
                             attempts=attempts, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
-                            prompt_tokens=prompt_tokens, prompt_seconds=prompt_seconds)
+                            prompt_tokens=prompt_tokens, prompt_seconds=prompt_seconds, live=live)
+
+    def stream(self, messages: list[dict[str, Any]], tools: Sequence[Tool | dict[str, Any]] = (),
+               **options: Any) -> Generator[StreamEvent, None, None]:
+        """``chat`` as events while the turn is generated: ``ReasoningDelta`` and ``TextDelta``
+        as the model writes them, each call (``ToolCallStarted``, ``ToolCallDelta``,
+        ``ToolCallDone``) once it is whole, and last ``TurnDone`` with the same ``ChatResult``
+        that ``chat`` returns. Takes ``chat``'s options. The turn is generated on a thread of its
+        own; leaving the loop early stops it at the next token. ``chat``'s errors are raised here.
+        """
+        if "on_event" in options:
+            raise UsageError("stream() makes the events itself; on_event is chat()'s option")
+        events: queue.SimpleQueue[StreamEvent | BaseException] = queue.SimpleQueue()
+        stopped = threading.Event()
+        asked = options.pop("cancel", None)
+
+        def cancel() -> bool:
+            return stopped.is_set() or (asked is not None and bool(asked()))
+
+        def work() -> None:
+            try:
+                events.put(TurnDone(self.chat(messages, tools, cancel=cancel, on_event=events.put, **options)))
+            except BaseException as exc:  # handed to the reading side, which raises it
+                events.put(exc)
+
+        thread = threading.Thread(target=work, daemon=True, name="localtools-stream")
+        thread.start()
+        try:
+            while True:
+                event = events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                yield event
+                if isinstance(event, TurnDone):
+                    return
+        finally:
+            stopped.set()
+            thread.join()
 
     def _result(self, raw: str, fmt: ReplyFormat, gen: Generation, stop: Sequence[str], *, constrained: bool,
                 started: float, attempts: int, completion_tokens: int, decode_seconds: float,
-                prompt_tokens: int | None = None, prompt_seconds: float = 0.0) -> ChatResult:
+                prompt_tokens: int | None = None, prompt_seconds: float = 0.0,
+                live: ReplyStream | None = None) -> ChatResult:
         """The turn from its whole reply; ``prompt_tokens`` / ``prompt_seconds``: the first
         generation's, when a reasoning budget split the turn in two."""
         latency = time.perf_counter() - started
@@ -283,7 +333,7 @@ class Model:
         before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
         if before_stop is not None:
             parsed_content, finish = before_stop.rstrip(), "stop"
-        return ChatResult(
+        result = ChatResult(
             content=parsed_content,
             tool_calls=calls,
             raw=raw,
@@ -297,6 +347,9 @@ class Model:
             attempts=attempts,
             reasoning=parsed.reasoning,
         )
+        if live is not None:
+            live.finish(result)
+        return result
 
     def _after_thought(self, prompt: Prompt, text: str, fmt: ReplyFormat) -> tuple[Prompt, str]:
         """The prompt continued with the reasoning and its end tag (added when the budget ran out

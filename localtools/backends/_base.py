@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._prompt import Prompt
 from ..grammar import Grammar
 
-__all__ = ["Backend", "Generation", "cut_at_stop"]
+__all__ = ["Backend", "Generation", "TextFeed", "cut_at_stop"]
 
 
 @dataclass
@@ -40,6 +40,39 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str | None:
     return text[:hit] if hit >= 0 else None
 
 
+def _held(text: str, stop: Sequence[str]) -> int:
+    """How many characters at the end of ``text`` could be the start of a stop string."""
+    return max((n for s in stop for n in range(min(len(s) - 1, len(text)), 0, -1) if text.endswith(s[:n])), default=0)
+
+
+class TextFeed:
+    """Hands a reply's text to ``on_text`` as it grows, in pieces that join to the final text.
+
+    What may still change is held back: a tail that could be the start of a stop string (the
+    stop string is never part of the text) and a character not yet whole (a decoder shows a
+    partial UTF-8 sequence as U+FFFD until its last byte arrives).
+    """
+
+    def __init__(self, on_text: Callable[[str], None], stop: Sequence[str] = ()) -> None:
+        self.on_text, self.stop, self.sent = on_text, tuple(s for s in stop if s), ""
+
+    def grow(self, text: str) -> None:
+        """The text so far, while generating."""
+        cut = cut_at_stop(text, self.stop)
+        text = cut if cut is not None else text[: len(text) - _held(text, self.stop)]
+        self._send(text.rstrip("\ufffd"))
+
+    def end(self, text: str) -> None:
+        """The final text: what was held back and is part of it is sent now."""
+        self._send(text)
+
+    def _send(self, text: str) -> None:
+        # Text already sent cannot be taken back, so only text that extends it is sent.
+        if len(text) > len(self.sent) and text.startswith(self.sent):
+            piece, self.sent = text[len(self.sent):], text
+            self.on_text(piece)
+
+
 @runtime_checkable
 class Backend(Protocol):
     """A text generator. It never sees tools: only a rendered prompt and an optional grammar."""
@@ -62,8 +95,11 @@ class Backend(Protocol):
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
-        """``cancel``, when given, is asked between tokens; True stops with ``GenerationCancelled``."""
+        """``cancel``, when given, is asked between tokens; True stops with ``GenerationCancelled``.
+        ``on_text``, when given, is called with each new piece of the reply's text as it is
+        generated (a ``TextFeed``); the pieces join to ``Generation.text``."""
         ...
 
     def tokenize(self, prompt: Prompt) -> list[int]: ...

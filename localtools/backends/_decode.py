@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from .._errors import GenerationCancelled
-from ._base import Generation, cut_at_stop
+from ._base import Generation, TextFeed, cut_at_stop
 
 __all__ = ["PENALTY_WINDOW", "Steps", "decode", "penalised"]
 
@@ -46,11 +46,13 @@ class Steps(Protocol):
 
 
 def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[str] = (),
-           cancel: Callable[[], bool] | None = None) -> Generation:
+           cancel: Callable[[], bool] | None = None, on_text: Callable[[str], None] | None = None) -> Generation:
     """Generate until an end token, a stop string (left out of the text) or ``max_tokens``.
 
     ``cancel`` is asked before each token; when it answers True, ``GenerationCancelled`` is raised.
+    ``on_text`` is handed the text as it grows (see ``TextFeed``).
     """
+    feed = TextFeed(on_text, stop) if on_text is not None else None
     out: list[int] = []
     finish, text = "length", ""
     start = time.perf_counter()
@@ -66,17 +68,21 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
             finish = "stop"
             break
         out.append(token)
-        if stop:
+        if stop or feed is not None:
             text = steps.text(out, final=False)
-            cut = cut_at_stop(text, stop)
+            cut = cut_at_stop(text, stop) if stop else None
             if cut is not None:
                 text, finish = cut, "stop"
                 break
+            if feed is not None:
+                feed.grow(text)
         if len(out) >= max_tokens:
             break  # the last token is never evaluated: nothing would read its logits
         steps.advance(token)
     end = time.perf_counter()
     if finish != "stop" or not stop:
         text = steps.text(out, final=True)
+    if feed is not None:
+        feed.end(text)
     return Generation(text=text, tokens=out, finish_reason=finish, prompt_tokens=prompt_tokens,
                       prompt_seconds=first - start, decode_seconds=end - first)

@@ -240,6 +240,7 @@ class LlamaCppBackend:
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
@@ -252,7 +253,8 @@ class LlamaCppBackend:
             pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy")
         steps = _Steps(self, prompt_ids, pick)
         try:
-            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel)
+            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
+                          on_text=on_text)
         finally:
             pick.close()
             self.mask_stats = (getattr(pick, "full_masks", 0), getattr(pick, "picks", 0))

@@ -54,6 +54,7 @@ class ScriptedBackend:
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         # Real tokenizers read the prompt as UTF-8; text that is not (a lone surrogate) fails here too.
         prompt.text.encode("utf-8")
@@ -68,7 +69,8 @@ class ScriptedBackend:
             raise UsageError(f"scripted reply {text!r} violates the grammar it was given")
         steps = _Script(text, self.seconds_per_token)
         try:
-            return decode(steps, prompt_tokens=len(prompt.text), max_tokens=max_tokens, stop=stop, cancel=cancel)
+            return decode(steps, prompt_tokens=len(prompt.text), max_tokens=max_tokens, stop=stop, cancel=cancel,
+                          on_text=on_text)
         except GenerationCancelled:
             self.cancelled_at.append(steps.written)
             raise

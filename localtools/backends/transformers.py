@@ -237,6 +237,7 @@ class TransformersBackend:
         stop: Sequence[str] = (),
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Generation:
         torch, _ = _import()
         prompt_ids = self.tokenize(prompt)
@@ -249,7 +250,8 @@ class TransformersBackend:
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, processor, generator, temperature, top_p, repeat_penalty)
         with torch.inference_mode():
-            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel)
+            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
+                          on_text=on_text)
 
     @staticmethod
     def _pick(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
