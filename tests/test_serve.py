@@ -300,14 +300,83 @@ def test_api_key_guards_every_route_but_health() -> None:
     (GrammarError("llama.cpp could not parse the grammar built for these tools"), 400, "unsupported_schema"),
     (ModelError("llama_decode failed"), 503, "model_error"),
 ])
-def test_errors_while_generating_get_their_own_status(raised: Exception, status: int, code: str) -> None:
+@pytest.mark.parametrize("stream", [False, True])
+def test_errors_while_generating_get_their_own_status(raised: Exception, status: int, code: str, stream: bool) -> None:
     def fail(prompt: Any, grammar: Any) -> str:
         raise raised
 
     app, _ = app_with([fail])
-    res = post(app, {"messages": USER})
+    # A stream starts with the turn's first event: an error before it keeps its status.
+    res = post(app, {"messages": USER, "stream": stream})
     assert res.status_code == status and res.json()["error"]["code"] == code
     assert res.json()["error"]["message"] == str(raised)
+
+
+class _FailsMidway(ScriptedBackend):
+    """Writes a few characters, then fails as a crashed model would."""
+
+    def generate(self, *args: Any, on_text: Any = None, **kwargs: Any) -> Any:
+        written: list[str] = []
+
+        def piece(text: str) -> None:
+            written.append(text)
+            if len(written) > 5:
+                raise ModelError("llama_decode failed")
+            if on_text is not None:
+                on_text(text)
+        return super().generate(*args, on_text=piece, **kwargs)
+
+
+def sse(res: httpx.Response) -> list[Any]:
+    lines = [line[len("data: "):] for line in res.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]"
+    return [json.loads(line) for line in lines[:-1]]
+
+
+def test_an_error_after_the_stream_started_ends_it_with_an_error_object() -> None:
+    backend = _FailsMidway(["The weather in Paris is sunny today."])
+    app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="m"))
+    res = post(app, {"messages": USER, "stream": True})
+    assert res.status_code == 200
+    chunks = sse(res)
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+    assert content and "The weather".startswith(content)
+    assert chunks[-1]["error"]["code"] == "model_error" and chunks[-1]["error"]["message"] == "llama_decode failed"
+    assert not [c for c in chunks if c.get("choices") and c["choices"][0]["finish_reason"]]
+
+
+def test_a_stream_sends_text_while_it_is_generated_and_stops_when_the_client_leaves() -> None:
+    uvicorn = pytest.importorskip("uvicorn")
+    reply = "Sunny. " * 300
+    backend = ScriptedBackend([reply], seconds_per_token=0.005)  # 10 s if never stopped
+    app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="scripted-model"))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            threading.Event().wait(0.02)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        pieces: list[str] = []
+        with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", timeout=30,
+                          json={"messages": USER, "tools": [WEATHER], "stream": True, "max_tokens": 4000}) as res:
+            for line in res.iter_lines():
+                if line.startswith("data: {"):
+                    delta = json.loads(line[len("data: "):])["choices"][0]["delta"]
+                    pieces += [delta["content"]] if delta.get("content") else []
+                if len(pieces) >= 3:
+                    # Text came while the model was still writing: the reply is far from whole.
+                    assert app.state.worker.pending == 1
+                    break
+        for _ in range(500):
+            if backend.cancelled_at:
+                break
+            threading.Event().wait(0.02)
+        assert "".join(pieces) and reply.startswith("".join(pieces))
+        assert len(backend.cancelled_at) == 1 and backend.cancelled_at[0] < len(reply) // 2
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 def test_loopback_hosts() -> None:

@@ -43,7 +43,8 @@ from .._errors import (
     UsageError,
 )
 from .._model import ChatResult, Model
-from ._openai import BadRequest, ChatRequest, completion_body, error_body, new_completion_id, parse_request, stream_chunks
+from .._stream import StreamEvent
+from ._openai import BadRequest, ChatRequest, ChunkWriter, completion_body, error_body, new_completion_id, parse_request
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -143,7 +144,8 @@ class _Worker:
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
-def _chat(model: Model, request: ChatRequest, cancel: threading.Event) -> ChatResult:
+def _chat(model: Model, request: ChatRequest, cancel: threading.Event,
+          on_event: Callable[[StreamEvent], None] | None) -> ChatResult:
     if cancel.is_set():  # the client left while this request waited in the queue
         raise GenerationCancelled("the client disconnected before its turn")
     return model.chat(
@@ -160,13 +162,15 @@ def _chat(model: Model, request: ChatRequest, cancel: threading.Event) -> ChatRe
         thinking=request.thinking,
         reasoning_budget=request.reasoning_budget,
         template_kwargs=request.template_kwargs,
+        on_event=on_event,
     )
 
 
-def _answer(model: Model, request: ChatRequest, cancel: threading.Event) -> ChatResult:
+def _answer(model: Model, request: ChatRequest, cancel: threading.Event,
+            on_event: Callable[[StreamEvent], None] | None = None) -> ChatResult:
     """Model output is never an HTTP error: a call cut by max_tokens comes back as finish_reason 'length'."""
     try:
-        return _chat(model, request, cancel)
+        return _chat(model, request, cancel, on_event)
     except GenerationTruncated as exc:
         log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
         return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
@@ -174,6 +178,10 @@ def _answer(model: Model, request: ChatRequest, cancel: threading.Event) -> Chat
         # Constrained output always parses; reaching this is a bug here, and the text is still the model's.
         log.error("constrained output did not parse: %s", exc)
         return ChatResult(content=exc.raw, finish_reason="stop")
+
+
+def _either(*futures: asyncio.Future[Any]) -> set[asyncio.Future[Any]]:
+    return set(futures)
 
 
 def create_app(model: Model, config: ServerConfig) -> Any:
@@ -258,34 +266,92 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             return error(status, str(exc), code=code)
         cancel = threading.Event()
         watcher = asyncio.create_task(watch_disconnect(http, cancel))
+        loop = asyncio.get_running_loop()
+        events: asyncio.Queue[StreamEvent] = asyncio.Queue()
+
+        def emit(event: StreamEvent) -> None:
+            loop.call_soon_threadsafe(events.put_nowait, event)
+
+        job = asyncio.ensure_future(worker.run(lambda: _answer(model, request, cancel, emit if request.stream else None)))
+        streaming = False
         try:
-            result = await worker.run(lambda: _answer(model, request, cancel))
+            if request.stream:
+                # The stream starts with the first event; what fails before it keeps its HTTP status.
+                first = asyncio.ensure_future(events.get())
+                await asyncio.wait(_either(first, job), return_when=asyncio.FIRST_COMPLETED)
+                if first.done():
+                    streaming = True
+                    return StreamingResponse(stream(request, job, events, cancel, watcher, first.result()),
+                                             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+                first.cancel()
+            result = await job
         except _QueueFull as full:
-            return error(503, f"the server is busy: {worker.pending} requests are ahead; retry after {full.retry_after} s",
-                         kind="server_busy", code="queue_full", headers={"Retry-After": str(full.retry_after)})
-        except GenerationCancelled:
-            log.info("the client disconnected; its generation was stopped")
-            return error(400, "the client disconnected", code="client_disconnected")
-        except LocalToolsError as exc:
-            status, code = error_status(exc)
-            kind = "server_error" if status >= 500 else "invalid_request_error"
-            return error(status, str(exc), kind=kind, code=code)
+            return busy(full)
+        except (GenerationCancelled, LocalToolsError) as exc:
+            return failed(exc)
         finally:
             # However this ends (this handler cancelled at shutdown, say), nothing may go on
-            # generating for it.
-            cancel.set()
-            watcher.cancel()
+            # generating for it; a stream that started ends it itself.
+            if not streaming:
+                cancel.set()
+                watcher.cancel()
+                job.cancel()
         completion_id = new_completion_id()
         if not request.stream:
             return JSONResponse(completion_body(result, model=config.model_name, completion_id=completion_id))
+        return StreamingResponse(stream(request, job, events, cancel, watcher), media_type="text/event-stream",
+                                 headers={"Cache-Control": "no-cache"})
 
-        async def events() -> AsyncIterator[str]:
-            for chunk in stream_chunks(result, model=config.model_name, completion_id=completion_id,
-                                       include_usage=request.include_usage):
-                yield f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+    def busy(full: _QueueFull) -> Response:
+        return error(503, f"the server is busy: {worker.pending} requests are ahead; retry after {full.retry_after} s",
+                     kind="server_busy", code="queue_full", headers={"Retry-After": str(full.retry_after)})
+
+    def failed(exc: GenerationCancelled | LocalToolsError) -> Response:
+        if isinstance(exc, GenerationCancelled):
+            log.info("the client disconnected; its generation was stopped")
+            return error(400, "the client disconnected", code="client_disconnected")
+        status, code = error_status(exc)
+        kind = "server_error" if status >= 500 else "invalid_request_error"
+        return error(status, str(exc), kind=kind, code=code)
+
+    async def stream(request: ChatRequest, job: asyncio.Future[ChatResult], events: asyncio.Queue[StreamEvent],
+                     cancel: threading.Event, watcher: asyncio.Task[None],
+                     first: StreamEvent | None = None) -> AsyncIterator[str]:
+        """Server-sent events as the turn is generated; an error after the first one ends the
+        stream with an OpenAI error object, as OpenAI's own streams do."""
+        writer = ChunkWriter(model=config.model_name, completion_id=new_completion_id())
+
+        def sse(chunk: dict[str, Any]) -> str:
+            return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+
+        try:
+            yield sse(writer.opening())
+            if first is not None and (chunk := writer.event(first)) is not None:
+                yield sse(chunk)
+            while not (job.done() and events.empty()):
+                if events.empty():
+                    getter = asyncio.ensure_future(events.get())
+                    await asyncio.wait(_either(getter, job), return_when=asyncio.FIRST_COMPLETED)
+                    if not getter.done():
+                        getter.cancel()
+                        continue
+                    event = getter.result()
+                else:
+                    event = events.get_nowait()
+                if (chunk := writer.event(event)) is not None:
+                    yield sse(chunk)
+            try:
+                result = job.result()
+            except (GenerationCancelled, LocalToolsError) as exc:
+                body = json.loads(bytes(failed(exc).body))
+                yield sse(body)
+            else:
+                for chunk in writer.closing(result, include_usage=request.include_usage):
+                    yield sse(chunk)
             yield "data: [DONE]\n\n"
-
-        return StreamingResponse(events(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+        finally:
+            cancel.set()
+            watcher.cancel()
 
     async def models(http: Request) -> Response:
         if (denied := refused(http)) is not None:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,9 +15,10 @@ from .._errors import LocalToolsError
 from .._model import ChatResult
 from .._parse import decode_arguments
 from .._schema import MAX_SCHEMA_DEPTH, spec_problems
+from .._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
 
-__all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatRequest", "completion_body", "error_body", "parse_request",
-           "stream_chunks"]
+__all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatRequest", "ChunkWriter", "completion_body", "error_body",
+           "parse_request"]
 
 #: Template variables the server sets itself (and render's own parameters); ``chat_template_kwargs`` may not.
 TEMPLATE_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
@@ -317,33 +317,37 @@ def completion_body(result: ChatResult, *, model: str, completion_id: str, creat
     }
 
 
-def _pieces(text: str, size: int = 16) -> Iterator[str]:
-    for start in range(0, len(text), size):
-        yield text[start : start + size]
+class ChunkWriter:
+    """A turn's events as OpenAI ``chat.completion.chunk`` objects, in the order they come: the
+    role, reasoning (``reasoning_content`` deltas, as llama.cpp and vLLM send them), content, and
+    each call by index with its id and name first, then its arguments."""
 
+    def __init__(self, *, model: str, completion_id: str, created: int | None = None) -> None:
+        self.model, self.completion_id, self.created = model, completion_id, created or int(time.time())
 
-def stream_chunks(result: ChatResult, *, model: str, completion_id: str, include_usage: bool = False,
-                  created: int | None = None) -> Iterator[dict[str, Any]]:
-    """The reply as OpenAI ``chat.completion.chunk`` objects: reasoning (``reasoning_content``
-    deltas, as llama.cpp and vLLM send them), content, then each call by index."""
-    created = created or int(time.time())
+    def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
+                "model": self.model, "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
 
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-        return {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}]}
+    def opening(self) -> dict[str, Any]:
+        return self.chunk({"role": "assistant", "content": ""})
 
-    yield chunk({"role": "assistant", "content": ""})
-    for piece in _pieces(result.reasoning):
-        yield chunk({"reasoning_content": piece})
-    for piece in _pieces(result.content):
-        yield chunk({"content": piece})
-    for index, call in enumerate(result.tool_calls):
-        spec = call.to_openai()
-        yield chunk({"tool_calls": [{"index": index, "id": spec["id"], "type": "function",
-                                     "function": {"name": spec["function"]["name"], "arguments": ""}}]})
-        for piece in _pieces(spec["function"]["arguments"]):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
-    yield chunk({}, result.finish_reason)
-    if include_usage:
-        yield {"id": completion_id, "object": "chat.completion.chunk", "created": created, "model": model,
-               "choices": [], "usage": _usage(result)}
+    def event(self, event: StreamEvent) -> dict[str, Any] | None:
+        """The chunk for one event; ``None`` for events a client is not sent (a call's end, the turn's)."""
+        if isinstance(event, ReasoningDelta):
+            return self.chunk({"reasoning_content": event.text})
+        if isinstance(event, TextDelta):
+            return self.chunk({"content": event.text})
+        if isinstance(event, ToolCallStarted):
+            return self.chunk({"tool_calls": [{"index": event.index, "id": event.id, "type": "function",
+                                               "function": {"name": event.name, "arguments": ""}}]})
+        if isinstance(event, ToolCallDelta):
+            return self.chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})
+        return None
+
+    def closing(self, result: ChatResult, *, include_usage: bool = False) -> list[dict[str, Any]]:
+        chunks = [self.chunk({}, result.finish_reason)]
+        if include_usage:
+            chunks.append({"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
+                           "model": self.model, "choices": [], "usage": _usage(result)})
+        return chunks
