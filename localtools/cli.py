@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import importlib
 import importlib.util
 import json
@@ -126,7 +127,9 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--system", help="system prompt")
     run.add_argument("--trace", metavar="FILE", help="write the per-step trace as JSON lines")
     run.add_argument("--yes", action="store_true", help="approve destructive tools without asking")
-    run.add_argument("--quiet", "-q", action="store_true", help="print only the answer")
+    run.add_argument("--quiet", "-q", action="store_true",
+                     help="print only the final answer, once the run ends (by default the reasoning, text and calls "
+                          "show as the model writes them)")
     think = run.add_mutually_exclusive_group()
     think.add_argument("--think", dest="thinking", action="store_true", default=None,
                        help="thinking families (qwen3, deepseek-r1, ...): reason before answering (shown dimmed)")
@@ -310,25 +313,11 @@ def _approver(assume_yes: bool) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ._agent import Agent, StepTrace, write_trace
+    from ._agent import Agent, RunResult, write_trace
     from ._errors import AgentError
 
     tools = _load_tools(args.tools)
     model = _load_model(args)
-
-    def show(step: StepTrace) -> None:
-        if args.quiet:
-            return
-        if step.reasoning:
-            # Dimmed on a terminal: the reasoning is the model's, not the answer.
-            dim, plain = ("\x1b[2m", "\x1b[0m") if sys.stdout.isatty() else ("", "")
-            print(f"{dim}… {step.reasoning}{plain}", flush=True)
-        if step.error:
-            print(f"! step {step.step}: {step.error}", flush=True)
-        for call in step.calls:
-            print(f"→ {call.name}({json.dumps(call.arguments, ensure_ascii=False)})", flush=True)
-            print(f"← {call.result}", flush=True)
-
     agent = Agent(
         model,
         tools,
@@ -339,20 +328,72 @@ def _cmd_run(args: argparse.Namespace) -> int:
         parallel_tool_calls=not args.no_parallel,
         max_tokens=args.max_tokens,
         approve=_approver(args.yes),
-        on_step=show,
         thinking=args.thinking,
         reasoning_budget=args.reasoning_budget,
     )
     try:
-        result = agent.run(args.question)
+        result: RunResult = agent.run(args.question) if args.quiet else asyncio.run(_show_run(agent, args.question))
     except AgentError as exc:
         if args.trace:
             write_trace(exc.trace, args.trace)
         raise
     if args.trace:
         result.write_trace(args.trace)
-    print(result.answer)
+    if args.quiet:
+        print(result.answer)
     return 0
+
+
+async def _show_run(agent: Any, question: str) -> Any:
+    """The run as it happens: reasoning (dimmed) and text as the model writes them, each call
+    once whole (→), its result (←), and the answer last."""
+    from rich.console import Console
+
+    from ._agent import RunDone, StepDone, ToolResult
+    from ._stream import ReasoningDelta, TextDelta, ToolCallDone
+
+    console = Console(highlight=False, soft_wrap=True)
+    writing = ""  # what the line being written holds: "", "reasoning" or "text"
+
+    def write(text: str, style: str | None = None) -> None:
+        console.print(text, style=style, end="", markup=False, emoji=False)
+        console.file.flush()
+
+    def end_line() -> None:
+        nonlocal writing
+        if writing:
+            write("\n")
+        writing = ""
+
+    async for event in agent.astream(question):
+        if isinstance(event, ReasoningDelta):
+            if writing != "reasoning":
+                end_line()
+                write("… ", "dim")
+                writing = "reasoning"
+            write(event.text, "dim")  # the model's thinking, not its answer
+        elif isinstance(event, TextDelta):
+            if writing != "text":
+                end_line()
+                writing = "text"
+            write(event.text)
+        elif isinstance(event, ToolCallDone):
+            end_line()
+            write(f"→ {event.call.name}({json.dumps(event.call.arguments, ensure_ascii=False)})\n")
+        elif isinstance(event, ToolResult):
+            write(f"← {event.call.result}\n")
+        elif isinstance(event, StepDone) and event.step.error:
+            end_line()
+            write(f"! step {event.step.step}: {event.step.error}\n")
+        elif isinstance(event, RunDone):
+            if writing != "text":
+                # An answer that streamed nothing (empty) still ends with its line.
+                end_line()
+                write(event.result.answer)
+            writing = "text"
+            end_line()
+            return event.result
+    raise AssertionError("a run ends with RunDone or an error")  # pragma: no cover
 
 
 def _cmd_render(args: argparse.Namespace) -> int:

@@ -267,3 +267,22 @@ def test_agent_astream_reports_an_unusable_turn_and_goes_on() -> None:
     failed = [e.step for e in events if isinstance(e, StepDone) and e.step.error]
     assert failed and "max_tokens" in (failed[0].error or "")
     assert isinstance(events[-1], RunDone) and events[-1].result.answer == answer
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_cli_run_shows_the_run_as_it_happens(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+                                             quiet: bool) -> None:
+    import localtools.cli as cli
+
+    call = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'
+    replies = ["<think>\nLook it up.\n</think>\n\n" + call, "<think>\nGot it.\n</think>\n\nAda is on [b]pro[/b]."]
+    monkeypatch.setattr(cli, "_load_model", lambda args: Model(ScriptedBackend(replies), family="qwen3"))
+    argv = ["run", "What plan is cust-1001 on?", "--tools", "localtools.examples:get_customer", "--think"]
+    assert cli.main(argv + (["--quiet"] if quiet else [])) == 0
+    out = capsys.readouterr().out.splitlines()
+    if quiet:
+        assert out == ["Ada is on [b]pro[/b]."]
+        return
+    assert out == ["… Look it up.", '→ get_customer({"customer_id": "cust-1001"})',
+                   '← {"name": "Ada Lovelace", "plan": "pro", "status": "active"}', "… Got it.",
+                   "Ada is on [b]pro[/b]."]
