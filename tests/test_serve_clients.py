@@ -244,3 +244,40 @@ def test_langchain_create_agent(qwen_url: str) -> None:
     agent = create_agent(_chat_openai(qwen_url), tools=tools[:1])
     out = agent.invoke({"messages": [{"role": "user", "content": QUESTION}]})
     assert seen == ["cust-1001"] and "pro" in str(out["messages"][-1].content).lower()
+
+
+def test_streamed_text_reassembles_exactly_to_the_non_streamed_reply(smollm_url: str) -> None:
+    sdk = client(smollm_url)
+    for tools in ([], [WEATHER]):
+        request: dict[str, Any] = {"model": "m", "messages": [{"role": "user", "content": "Tell me about the sea."}],
+                                   "max_tokens": 48, **({"tools": tools} if tools else {})}
+        # Each request after the first finds its prompt cached, so both below evaluate it alike.
+        sdk.chat.completions.create(**request)
+        whole = sdk.chat.completions.create(**request)
+        pieces, finish = [], None
+        for chunk in sdk.chat.completions.create(**request, stream=True):
+            if chunk.choices:
+                pieces += [chunk.choices[0].delta.content] if chunk.choices[0].delta.content else []
+                finish = chunk.choices[0].finish_reason or finish
+        assert whole.choices[0].message.content and not whole.choices[0].message.tool_calls
+        assert "".join(pieces) == whole.choices[0].message.content
+        assert finish == whole.choices[0].finish_reason
+        assert len(pieces) > 5, "the text came in one piece, not as it was generated"
+
+
+def test_langchain_streaming_reassembles_to_invoke(qwen_url: str) -> None:
+    from langchain_core.messages import HumanMessage
+
+    tools, _ = _langchain_tools()
+    for llm, question in ((_chat_openai(qwen_url).bind_tools(tools[:1]), QUESTION),
+                          (_chat_openai(qwen_url), "Name three colours of the rainbow.")):
+        history: list[Any] = [HumanMessage(question)]
+        llm.invoke(history)  # the prompt cached, as it is for the two compared below
+        whole = llm.invoke(history)
+        chunks = list(llm.stream(history))
+        streamed = chunks[0]
+        for chunk in chunks[1:]:
+            streamed = streamed + chunk
+        assert streamed.content == whole.content
+        assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [(c["name"], c["args"]) for c in whole.tool_calls]
+        assert whole.content or whole.tool_calls
