@@ -16,6 +16,7 @@ from ._errors import (
     GrammarNotRegular,
     LocalToolsError,
     MaxStepsExceeded,
+    MCPServerError,
     MissingDependency,
     ModelError,
     RetryLimitExceeded,
@@ -33,6 +34,7 @@ from ._errors import (
 )
 from ._families import Family, families, get_family, register_family
 from ._load import BACKENDS, ENGINES, load
+from ._mcp import MCPTools, mcp_tools
 from ._model import ChatResult, Model
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
@@ -64,6 +66,8 @@ __all__ = [
     "GrammarError",
     "GrammarNotRegular",
     "LocalToolsError",
+    "MCPServerError",
+    "MCPTools",
     "MaxStepsExceeded",
     "MissingDependency",
     "Model",
@@ -101,6 +105,7 @@ __all__ = [
     "families",
     "get_family",
     "load",
+    "mcp_tools",
     "parse_reply",
     "pull",
     "register_family",

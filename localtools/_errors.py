@@ -12,7 +12,8 @@
     ├── ToolError                          raised while running a tool
     │   ├── ToolExecutionError             the tool function raised (``__cause__``)
     │   ├── ToolTimeout (TimeoutError)
-    │   └── ApprovalDenied (PermissionError)
+    │   ├── ApprovalDenied (PermissionError)
+    │   └── MCPServerError                 an MCP server that cannot be started, or exited
     ├── GenerationTruncated                max_tokens cut a call
     ├── GenerationCancelled                the caller's cancel check stopped generation
     ├── AgentError                         the loop ended without an answer
@@ -52,6 +53,7 @@ __all__ = [
     "GrammarError",
     "GrammarNotRegular",
     "LocalToolsError",
+    "MCPServerError",
     "MaxStepsExceeded",
     "MissingDependency",
     "ModelError",
@@ -138,6 +140,10 @@ class ToolTimeout(ToolError, TimeoutError):
 
 class ApprovalDenied(ToolError, PermissionError):
     """A destructive tool was not approved."""
+
+
+class MCPServerError(ToolError):
+    """An MCP server could not be started or listed, or exited while its tools were in use."""
 
 
 class GenerationTruncated(LocalToolsError):

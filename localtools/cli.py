@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import importlib
 import importlib.util
 import json
@@ -127,6 +128,10 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--system", help="system prompt")
     run.add_argument("--trace", metavar="FILE", help="write the per-step trace as JSON lines")
     run.add_argument("--yes", action="store_true", help="approve destructive tools without asking")
+    run.add_argument("--mcp", action="append", default=[], metavar="COMMAND|URL",
+                     help="also offer the tools of an MCP server: a command started and spoken to over stdio "
+                          "(\"python my_server.py\") or an http(s) URL (streamable HTTP); repeatable. Tools the "
+                          "server marks destructive need --yes or an answer at the prompt")
     run.add_argument("--quiet", "-q", action="store_true",
                      help="print only the final answer, once the run ends (by default the reasoning, text and calls "
                           "show as the model writes them)")
@@ -313,10 +318,26 @@ def _approver(assume_yes: bool) -> Any:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    with contextlib.ExitStack() as servers:
+        tools = _load_tools(args.tools) + _mcp_tools(args.mcp, servers)
+        return _run(args, tools)
+
+
+def _mcp_tools(specs: list[str], servers: contextlib.ExitStack) -> list[Any]:
+    """The tools of each ``--mcp`` server; each session closes with ``servers``."""
+    from ._mcp import mcp_tools
+
+    out: list[Any] = []
+    for spec in specs:
+        is_url = spec.startswith(("http://", "https://"))
+        out += servers.enter_context(mcp_tools(url=spec) if is_url else mcp_tools(spec))
+    return out
+
+
+def _run(args: argparse.Namespace, tools: list[Any]) -> int:
     from ._agent import Agent, RunResult, write_trace
     from ._errors import AgentError
 
-    tools = _load_tools(args.tools)
     model = _load_model(args)
     agent = Agent(
         model,
