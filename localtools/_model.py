@@ -275,8 +275,8 @@ class Model:
             decode_seconds += gen.decode_seconds
             raw = gen.text
             cut = gen.finish_reason == "length" and fmt.cut_inside_call(raw)
-            if not cut:
-                break
+            if not cut or (live is not None and live.calls_started):
+                break  # a call a client was already sent part of is not generated again
         if cut:
             raise GenerationTruncated(max_tokens, raw)
         return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
@@ -347,9 +347,7 @@ class Model:
             attempts=attempts,
             reasoning=parsed.reasoning,
         )
-        if live is not None:
-            live.finish(result)
-        return result
+        return result if live is None else live.finish(result)
 
     def _after_thought(self, prompt: Prompt, text: str, fmt: ReplyFormat) -> tuple[Prompt, str]:
         """The prompt continued with the reasoning and its end tag (added when the budget ran out

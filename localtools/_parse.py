@@ -6,7 +6,7 @@ import json
 import re
 import secrets
 import string
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,8 +106,17 @@ def _calls_from(value: Any, family: Family, raw: str) -> list[ToolCall] | None:
 
 def _scan_json(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str]:
     """Find call-shaped JSON values in free text (fenced or bare); return them and the rest."""
-    calls: list[ToolCall] = []
+    located, rest, _ = _scan_json_located(text, family, raw)
+    return [call for _, call in located], rest
+
+
+def _scan_json_located(text: str, family: Family, raw: str
+                       ) -> tuple[list[tuple[tuple[int, int], ToolCall]], str, Callable[[int], int]]:
+    """``_scan_json``, each call with where it stood (to sort calls found by different passes
+    into the order they were written), and how a position in ``text`` moves in the rest."""
+    located: list[tuple[tuple[int, int], ToolCall]] = []
     kept: list[str] = []
+    fenced: list[tuple[int, int]] = []  # spans cut from ``text``
     pos = 0
     # Fenced blocks first: their content is either calls or ordinary code the user should keep.
     for m in _FENCE.finditer(text):
@@ -119,11 +128,14 @@ def _scan_json(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str
         found = _calls_from(value, family, raw)
         if found:
             kept.append(text[pos : m.start()])
-            calls += found
+            at = sum(map(len, kept))
+            located += [((at, 1), c) for c in found]
+            fenced.append((m.start(), m.end()))
             pos = m.end()
     kept.append(text[pos:])
     text = "".join(kept)
     out: list[str] = []
+    bare: list[tuple[int, int]] = []  # spans cut from the text without its fences
     i = 0
     while i < len(text):
         ch = text[i]
@@ -134,12 +146,19 @@ def _scan_json(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str
                 value, end = None, i
             found = _calls_from(value, family, raw) if end > i else None
             if found:
-                calls += found
+                located += [((len(out), 2), c) for c in found]
+                bare.append((i, end))
                 i = end
                 continue
         out.append(ch)
         i += 1
-    return calls, "".join(out)
+    located = [((_cut(at, bare), stage), c) if stage == 1 else ((at, stage), c) for (at, stage), c in located]
+    return located, "".join(out), lambda at: _cut(_cut(at, fenced), bare)
+
+
+def _cut(at: int, spans: list[tuple[int, int]]) -> int:
+    """Where position ``at`` of a text is once ``spans`` are cut out of it."""
+    return at - sum(min(end, at) - start for start, end in spans if start < at)
 
 
 def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, int]:
@@ -174,9 +193,9 @@ def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, in
     raise ToolCallParseError(f"a {start} block holds more than one JSON value before {end}", raw)
 
 
-def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str]:
-    """Calls in the family's tags, and the text around them."""
-    calls: list[ToolCall] = []
+def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[tuple[int, ToolCall]], str]:
+    """Calls in the family's tags, each with where it stood in the text around them, and that text."""
+    calls: list[tuple[int, ToolCall]] = []
     kept: list[str] = []
     pos = 0
     while (at := text.find(family.call_start, pos)) >= 0:
@@ -186,7 +205,7 @@ def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[ToolCall], 
         if not found:
             raise ToolCallParseError(
                 f"a {family.call_start} block is not a call (expected name and {family.args_key})", raw)
-        calls += found
+        calls += [(sum(map(len, kept)), c) for c in found]
     kept.append(text[pos:])
     return calls, "".join(kept)
 
@@ -241,7 +260,8 @@ def disguised_calls(text: str, tool_names: Collection[str]) -> list[tuple[str, d
     return found
 
 
-def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: str) -> tuple[list[ToolCall], str]:
+def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: str
+                   ) -> tuple[list[tuple[int, ToolCall]], str]:
     """Calls spelled as the family's grammar file spells them (``call_style = "pattern"``): from
     each ``call_start`` on, calls (head, arguments in the family's syntax, tail) with the tags and
     separators of the grammar between them; the text around them is kept."""
@@ -250,7 +270,7 @@ def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: s
 
     shape = call_shape(family)
     start = family.call_start
-    calls: list[ToolCall] = []
+    calls: list[tuple[int, ToolCall]] = []
     kept: list[str] = []
     pos = 0
     while (at := text.find(start, pos)) >= 0:
@@ -274,7 +294,7 @@ def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: s
             if tail is None:
                 raise ToolCallParseError(f"the call to {name!r} is not closed as its family closes calls", raw)
             call_id = head.groupdict().get("id") or new_call_id(family.id)
-            calls.append(ToolCall(id=call_id, name=name, arguments=args))
+            calls.append((sum(map(len, kept)), ToolCall(id=call_id, name=name, arguments=args)))
             pos, found = _skip_glue(text, tail.end(), shape.glue), True
         if not found:
             raise ToolCallParseError(f"{start!r} is not followed by a call", raw)
@@ -317,7 +337,8 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
     for extra in family.strip:
         text = text.replace(extra, "")
     start = family.call_start
-    calls: list[ToolCall] = []
+    # Each call with where it stood once the family's own syntax is cut from the text.
+    calls: list[tuple[int, ToolCall]] = []
     if family.call_style == "tagged":
         calls, text = _tagged_calls(text, family, raw)
     elif family.call_style == "marker":
@@ -332,22 +353,22 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
             found = _calls_from(value, family, raw)
             if not found:
                 raise ToolCallParseError(f"{start} is not followed by calls", raw)
-            calls += found
+            calls += [(idx, c) for c in found]
             text = text[:idx] + rest[used:]
     elif family.call_style == "pattern":
         calls, text = _pattern_calls(text, family, schemas or {}, raw)
-    if tolerant:
-        more, text = _scan_json(text, family, raw)
-        calls += more
-    elif text.startswith(tuple(call_openings) if call_openings is not None else BARE_CALL_OPENING):
-        # Under the grammar a reply that opens like a bare call to a given tool is one; anything
-        # else that opens with "{" took the text branch (an echoed JSON result, or a "call" to a
-        # tool that does not exist) and is the answer as written.
-        more, text = _scan_json(text, family, raw)
-        calls += more
+    located = [((at, 0), c) for at, c in calls]
+    # Under the grammar a reply that opens like a bare call to a given tool is one; anything else
+    # that opens with "{" took the text branch (an echoed JSON result, or a "call" to a tool that
+    # does not exist) and is the answer as written.
+    if tolerant or text.startswith(tuple(call_openings) if call_openings is not None else BARE_CALL_OPENING):
+        more, text, moved = _scan_json_located(text, family, raw)
+        located = [((moved(at), stage), c) for (at, stage), c in located] + more
+    # The calls in the order they were written, whichever pass found them.
+    tool_calls = [c for _, c in sorted(located, key=lambda item: item[0])]
     content = re.sub(r"\n{3,}", "\n\n", text).strip()
     if start and start in content:
         raise ToolCallParseError(f"the output starts a call with {start!r} that could not be parsed", raw)
     if tolerant and _CALL_LIKE.search(content):
         raise ToolCallParseError("the output holds a JSON call that could not be parsed", raw)
-    return ParsedReply(content=content, tool_calls=calls)
+    return ParsedReply(content=content, tool_calls=tool_calls)

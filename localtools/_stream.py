@@ -4,19 +4,28 @@ returns.
 Reasoning and text are passed on as the model writes them, held back only while they may still
 change: a tail that could begin the reasoning's end tag, a call's opening or a stop string, and
 whitespace the finished turn strips. Whether the answer is text or calls is read from the
-grammar: text is streamed once the reply can no longer be calls alone. Calls are passed on when
-the reply is whole and parsed, so a call is never shown before it is complete and valid.
+grammar: text is streamed once the reply can no longer be calls alone.
+
+Under the grammar every prefix of a call is a prefix of a valid one, so calls stream as they are
+written: a call starts once its name (and id, where the model writes one) is read, its JSON
+arguments follow in pieces (rewritten as ``json.dumps`` writes them, so the pieces join to the
+finished call's ``arguments``), and it is done once the reply could end after it and it parses.
+Calls in other argument syntaxes (XML, Python, Gemma 4), and calls whose id the model writes
+after the arguments, come whole once done. Free output's calls come when the turn ends.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from ._parse import ToolCall
+from ._families import Family
+from ._jsonstream import CanonicalJSON
+from ._parse import ToolCall, new_call_id
 from ._reply import ReplyFormat
 from .backends._base import cut_at_stop
 from .grammar import Grammar, call_shape, matches
@@ -77,6 +86,8 @@ class TurnDone:
 StreamEvent = ReasoningDelta | TextDelta | ToolCallStarted | ToolCallDelta | ToolCallDone | TurnDone
 
 _WHITESPACE = " \t\r\n"
+log = logging.getLogger("localtools.stream")
+
 #: Characters that may open a call in free output (the tolerant parser reads JSON, tags and
 #: fences anywhere): free text is streamed up to the first of them, the rest once the turn ends.
 _FREE_RISKY = "{[<`"
@@ -85,6 +96,38 @@ _FREE_RISKY = "{[<`"
 def _held(text: str, openings: Sequence[str]) -> int:
     """How many characters at the end of ``text`` could be the start of one of ``openings``."""
     return max((n for s in openings for n in range(min(len(s), len(text)), 0, -1) if text.endswith(s[:n])), default=0)
+
+
+#: How a reply can end just after a call: constrained calls are checked for a finished parse
+#: only there, not at every token of a long argument.
+_CALL_ENDINGS = "}])>|`"
+
+
+def _json_call_head(family: Family) -> re.Pattern[str] | None:
+    """Where a call's JSON arguments begin, once its name is read: the grammar file's head for
+    a pattern family, the JSON call object's ``"name"`` and arguments key otherwise. ``None``
+    where the arguments are no JSON, or the id the call needs follows them (Mistral's)."""
+    if family.args_syntax != "json":
+        return None
+    if family.call_style == "pattern":
+        return call_shape(family).head
+    if family.id != "call":
+        return None
+    keys = "|".join(re.escape(k) for k in dict.fromkeys((family.args_key, "arguments", "parameters")))
+    return re.compile(r'\{\s*"name"\s*:\s*(?P<qname>"(?:[^"\\]|\\.)*")\s*,\s*"(?:' + keys + r')"\s*:\s*')
+
+
+@dataclass
+class _LiveCall:
+    """A call being streamed."""
+
+    id: str
+    name: str
+    #: Where its arguments begin in the answer.
+    start: int
+    args: CanonicalJSON = field(default_factory=CanonicalJSON)
+    #: The arguments text sent so far.
+    sent: str = ""
 
 
 class ReplyStream:
@@ -112,11 +155,23 @@ class ReplyStream:
         self._free = answer is None
         # Constrained with no text branch: the answer is calls (tool_choice required or named).
         self._no_text = answer is not None and self._calls_alone is not None and "text" not in rules
+        #: "" undecided, "text" (calls may follow after a marker) or "calls".
+        self._mode = "calls" if self._no_text else ""
+        self._head = _json_call_head(family) if answer is not None and fmt.can_call else None
+        self._calls: list[_LiveCall] = []
+        #: Calls whose ``ToolCallDone`` was sent.
+        self._done = 0
+
+    @property
+    def calls_started(self) -> bool:
+        """Whether a call was sent: from then on the turn cannot be generated again."""
+        return bool(self._calls)
 
     def restart(self, raw: str = "") -> None:
         """The turn is generated again from ``raw`` (a retry, or the answer after a reasoning
-        budget): what was already sent stays sent."""
-        self.raw = raw
+        budget): what was already sent stays sent, and no call may have been."""
+        assert not self._calls, "a turn whose calls started streaming is never generated again"
+        self.raw, self._mode = raw, "calls" if self._no_text else ""
 
     def feed(self, piece: str) -> None:
         self.raw += piece
@@ -131,17 +186,86 @@ class ReplyStream:
             self._send_reasoning(reasoning)
             if not closed:
                 return
-        text = self._live_text(answer)
-        if text is not None:
-            self._send_text(text)
+        if self._mode != "calls":
+            text = self._live_text(answer)
+            if text is not None:
+                self._send_text(text)
+        if not self._free and self.fmt.can_call:
+            # Undecided here means the answer so far can be calls alone (``_live_text`` asked).
+            self._live_calls(answer)
 
-    def finish(self, result: ChatResult) -> None:
+    def finish(self, result: ChatResult) -> ChatResult:
+        """Send what is left of the finished turn; returns it with the ids its calls streamed with."""
         self._send_reasoning(result.reasoning)
         self._send_text(result.content)
-        for index, call in enumerate(result.tool_calls):
+        calls = list(result.tool_calls)
+        for index, call in enumerate(calls):
+            calls[index] = self._call_done(index, call) if index >= self._done else replace(call, id=self._calls[index].id)
+        return replace(result, tool_calls=calls) if calls != result.tool_calls else result
+
+    def _live_calls(self, answer: str) -> None:
+        """Start the calls whose heads are written, pass on their arguments, finish whole ones."""
+        if self._mode == "text":
+            found = [i for m in self._markers if (i := answer.find(m)) >= 0]
+            if not found:
+                return
+            region = min(found)
+        else:
+            region = 0
+        if self._head is not None:
+            while not self._calls or self._calls[-1].args.end is not None:
+                pos = self._calls[-1].start + self._calls[-1].args.end if self._calls else region  # type: ignore[operator]
+                head = self._head.search(answer, pos)
+                if head is None:
+                    break
+                groups = head.groupdict()
+                name = groups.get("name") or json.loads(groups["qname"])
+                live = _LiveCall(groups.get("id") or new_call_id(self.fmt.family.id), name, head.end())
+                self._mode = "calls" if self._mode == "" else self._mode
+                self._calls.append(live)
+                self.emit(ToolCallStarted(len(self._calls) - 1, live.id, live.name))
+            for index in range(self._done, len(self._calls)):
+                live = self._calls[index]
+                live.args.feed(answer[live.start:])
+                if not live.args.broken and len(live.args.text) > len(live.sent):
+                    self.emit(ToolCallDelta(index, live.args.text[len(live.sent):]))
+                    live.sent = live.args.text
+            if self._calls and self._calls[-1].args.end is None:
+                return  # inside an argument: no call can be finished here
+        tail = answer.rstrip()
+        ends = tail[-1:] in _CALL_ENDINGS or bool(self.fmt.family.call_end and tail.endswith(self.fmt.family.call_end))
+        if not ends or self.fmt.answer_grammar is None or not matches(self.fmt.answer_grammar, answer):
+            return
+        try:
+            parsed = self.fmt.parse(self.raw).tool_calls
+        except Exception:  # a reply the grammar allows always parses; the turn's own parse says so
+            return
+        if parsed:
+            self._mode = "calls" if self._mode == "" else self._mode
+        for index in range(self._done, len(parsed)):
+            self._call_done(index, parsed[index])
+
+    def _call_done(self, index: int, call: ToolCall) -> ToolCall:
+        """Send a parsed call's end (and its start, if it was not streamed); returns it with the
+        id it streamed with."""
+        final = json.dumps(call.arguments, ensure_ascii=False)
+        if index < len(self._calls):
+            live = self._calls[index]
+            if final.startswith(live.sent) and live.name == call.name:
+                if len(final) > len(live.sent):
+                    self.emit(ToolCallDelta(index, final[len(live.sent):]))
+            else:  # only a free-form object written with a key twice parses to other text
+                log.warning("call %d streamed arguments %r that its parse does not start with (%r)", index,
+                            live.sent, final)
+            live.sent = final
+            call = replace(call, id=live.id)
+        else:
+            self._calls.append(_LiveCall(call.id, call.name, -1, sent=final))
             self.emit(ToolCallStarted(index, call.id, call.name))
-            self.emit(ToolCallDelta(index, json.dumps(call.arguments, ensure_ascii=False)))
-            self.emit(ToolCallDone(index, call))
+            self.emit(ToolCallDelta(index, final))
+        self.emit(ToolCallDone(index, call))
+        self._done = index + 1
+        return call
 
     def _live_text(self, answer: str) -> str | None:
         """The answer's text that is certain so far, or ``None`` while it may still be calls."""
@@ -153,8 +277,9 @@ class ReplyStream:
             risky = next((i for i, c in enumerate(answer) if c in self._free_risky), len(answer))
             text = re.sub(r"\n{3,}", "\n\n", answer[:risky])
         else:
-            if self._calls_alone is not None and matches(self._calls_alone, answer, prefix=True):
+            if self._mode == "" and self._calls_alone is not None and matches(self._calls_alone, answer, prefix=True):
                 return None
+            self._mode = "text"
             found = [i for m in self._markers if (i := answer.find(m)) >= 0]
             text = answer[: min(found)] if found else answer[: len(answer) - _held(answer, self._markers)]
         text = text.lstrip(_WHITESPACE)

@@ -4,6 +4,7 @@ is generated, and nothing that may still become a call is shown as text."""
 from __future__ import annotations
 
 import asyncio
+import json
 import random
 from typing import Any
 
@@ -14,6 +15,7 @@ from sampler import sample
 
 from localtools import (
     Agent,
+    GenerationTruncated,
     ChatResult,
     Model,
     ReasoningDelta,
@@ -147,13 +149,70 @@ def test_text_arrives_while_the_reply_is_generated() -> None:
     assert result.content.startswith("The customer")
 
 
-def test_a_call_is_held_until_it_is_whole_and_never_shown_as_text() -> None:
+def test_a_call_streams_as_it_is_written_and_never_as_text() -> None:
     reply = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'
-    events, result = streamed(Model(ScriptedBackend([reply]), family="qwen2.5"))
+    log: list[str] = []
+    backend = ScriptedBackend([reply])
+    generate = backend.generate
+
+    def spy(*args: Any, on_text: Any, **kwargs: Any) -> Any:
+        def seen(piece: str) -> None:
+            log.append("generated")
+            on_text(piece)
+        return generate(*args, on_text=seen, **kwargs)
+
+    backend.generate = spy  # type: ignore[method-assign]
+    events: list[Any] = []
+    result = Model(backend, family="qwen2.5").chat(QUESTION, TOOLS, on_event=lambda e: (events.append(e),
+                                                                                      log.append(type(e).__name__)))
+    events.append(TurnDone(result))
     assert not [e for e in events if isinstance(e, TextDelta)]
-    assert [type(e) for e in events] == [ToolCallStarted, ToolCallDelta, ToolCallDone, TurnDone]
-    assert events[1].arguments == '{"customer_id": "cust-1001"}'
+    kinds = [type(e) for e in events]
+    assert kinds[0] is ToolCallStarted and kinds[-2:] == [ToolCallDone, TurnDone]
+    deltas = [e.arguments for e in events if isinstance(e, ToolCallDelta)]
+    assert len(deltas) > 5 and "".join(deltas) == '{"customer_id": "cust-1001"}'
+    # The call started once its name was written, long before the reply was whole.
+    started = log.index("ToolCallStarted")
+    assert log[started:].count("generated") > len(reply) // 3
     assert_same_turn(events, result)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_family_streams_a_call_that_joins_to_the_parsed_one(family: str) -> None:
+    arguments = {"amount": 12.5, "unit": "kg", "tags": ["a \"quoted\" tag", "中文 😀"]}
+    reply = Model(ScriptedBackend([]), family=family).render(QUESTION, TOOLS).text  # the family renders history
+    history = [*QUESTION, {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1abcdefg", "type": "function", "function": {"name": "convert", "arguments": json.dumps(arguments)}}]}]
+    rendered = Model(ScriptedBackend([]), family=family).render(history, TOOLS, add_generation_prompt=False).text
+    reply = rendered[len(reply):] if rendered.startswith(reply) else None
+    model = Model(ScriptedBackend([lambda p, g: _written_call(family, g, reply)]), family=family)
+    events, result = streamed(model, tool_choice="convert", thinking=False)
+    assert [c.arguments for c in result.tool_calls] == [arguments]
+    assert_same_turn(events, result)
+
+
+def _written_call(family: str, grammar: Any, rendered: str | None) -> str:
+    """The call as the family's own template writes it, cut to what the grammar takes."""
+    from localtools.grammar import matches
+
+    if rendered:
+        for end in range(len(rendered), 0, -1):
+            if matches(grammar, rendered[:end]):
+                return rendered[:end]
+    pytest.skip(f"{family}'s template does not write the call where the reply begins")
+
+
+def test_a_call_cut_after_it_started_streaming_is_not_generated_again() -> None:
+    reply = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'
+    backend = ScriptedBackend([reply, reply])
+    events: list[Any] = []
+    with pytest.raises(GenerationTruncated):
+        Model(backend, family="qwen2.5").chat(QUESTION, TOOLS, max_tokens=50, on_event=events.append)
+    assert len(backend.prompts) == 1  # no retry: a client already has part of the call
+    assert isinstance(events[0], ToolCallStarted) and not [e for e in events if isinstance(e, ToolCallDone)]
+    # Without streaming the same turn is retried with a repeat penalty.
+    with pytest.raises(GenerationTruncated):
+        Model(ScriptedBackend([reply] * 3), family="qwen2.5").chat(QUESTION, TOOLS, max_tokens=50)
 
 
 def test_text_before_a_call_streams_and_the_opening_tag_does_not() -> None:
@@ -237,8 +296,10 @@ def test_agent_astream_gives_the_run_arun_gives() -> None:
 
     events, plain = asyncio.run(go())
     kinds = [type(e).__name__ for e in events]
-    assert kinds[:4] == ["ToolCallStarted", "ToolCallDelta", "ToolCallDone", "TurnDone"]
-    assert kinds[4:6] == ["ToolResult", "StepDone"]
+    first_turn = kinds.index("TurnDone")
+    assert kinds[0] == "ToolCallStarted" and kinds[first_turn - 1] == "ToolCallDone"
+    assert set(kinds[1:first_turn - 1]) == {"ToolCallDelta"}
+    assert kinds[first_turn + 1:first_turn + 3] == ["ToolResult", "StepDone"]
     assert kinds[-2:] == ["StepDone", "RunDone"]
     result = events[-1].result
     assert isinstance(events[-1], RunDone) and result.answer == plain.answer == answer
