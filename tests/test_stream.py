@@ -15,8 +15,8 @@ from sampler import sample
 
 from localtools import (
     Agent,
-    GenerationTruncated,
     ChatResult,
+    GenerationTruncated,
     Model,
     ReasoningDelta,
     RunDone,
@@ -161,10 +161,14 @@ def test_a_call_streams_as_it_is_written_and_never_as_text() -> None:
             on_text(piece)
         return generate(*args, on_text=seen, **kwargs)
 
-    backend.generate = spy  # type: ignore[method-assign]
+    backend.generate = spy  # type: ignore[method-assign,assignment]
     events: list[Any] = []
-    result = Model(backend, family="qwen2.5").chat(QUESTION, TOOLS, on_event=lambda e: (events.append(e),
-                                                                                      log.append(type(e).__name__)))
+
+    def seen_event(event: Any) -> None:
+        events.append(event)
+        log.append(type(event).__name__)
+
+    result = Model(backend, family="qwen2.5").chat(QUESTION, TOOLS, on_event=seen_event)
     events.append(TurnDone(result))
     assert not [e for e in events if isinstance(e, TextDelta)]
     kinds = [type(e) for e in events]
@@ -180,11 +184,12 @@ def test_a_call_streams_as_it_is_written_and_never_as_text() -> None:
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_family_streams_a_call_that_joins_to_the_parsed_one(family: str) -> None:
     arguments = {"amount": 12.5, "unit": "kg", "tags": ["a \"quoted\" tag", "中文 😀"]}
-    reply = Model(ScriptedBackend([]), family=family).render(QUESTION, TOOLS).text  # the family renders history
-    history = [*QUESTION, {"role": "assistant", "content": "", "tool_calls": [
+    # The template's rendering of the call in the history, after the prompt it answers.
+    prompt = Model(ScriptedBackend([]), family=family).render(QUESTION, TOOLS).text
+    history: list[dict[str, Any]] = [*QUESTION, {"role": "assistant", "content": "", "tool_calls": [
         {"id": "c1abcdefg", "type": "function", "function": {"name": "convert", "arguments": json.dumps(arguments)}}]}]
     rendered = Model(ScriptedBackend([]), family=family).render(history, TOOLS, add_generation_prompt=False).text
-    reply = rendered[len(reply):] if rendered.startswith(reply) else None
+    reply = rendered[len(prompt):] if rendered.startswith(prompt) else None
     model = Model(ScriptedBackend([lambda p, g: _written_call(family, g, reply)]), family=family)
     events, result = streamed(model, tool_choice="convert", thinking=False)
     assert [c.arguments for c in result.tool_calls] == [arguments]
