@@ -202,6 +202,22 @@ def test_a_reply_the_grammar_cannot_produce_is_caught() -> None:
         llama_server(FakeLlamaServer([bad])).chat(QUESTION, [CUSTOMER])
 
 
+def test_a_streamed_reply_is_checked_before_any_of_it_is_passed_on() -> None:
+    events: list[Any] = []
+    # A call to a tool that was not offered: read unchecked, its start would be streamed.
+    bad = CALL.replace("get_customer", "delete_customer")
+    with pytest.raises(EngineIgnoredGrammar):
+        llama_server(FakeLlamaServer([bad])).chat(QUESTION, [CUSTOMER], on_event=events.append)
+    assert events == []
+    # A reply within the grammar streams as it arrives, and joins to the turn.
+    for fake in (llama_server(FakeLlamaServer([CALL])), vllm(FakeVLLM([CALL])), sglang(FakeSGLang([CALL]))):
+        events = []
+        result = fake.chat(QUESTION, [CUSTOMER], on_event=events.append)
+        pieces = "".join(e.arguments for e in events if isinstance(e, localtools.ToolCallDelta))
+        assert pieces == result.tool_calls[0].to_openai()["function"]["arguments"] == '{"customer_id": "cust-1001"}'
+        assert isinstance(events[0], localtools.ToolCallStarted) and events[0].id == result.tool_calls[0].id
+
+
 def test_verify_reply_takes_prefixes_only_of_cut_replies() -> None:
     grammar = Model(localtools.ScriptedBackend([]), family="qwen2.5").grammar([CUSTOMER], "required")
     verify_reply(grammar, CALL, "eog", engine="e")
