@@ -1,6 +1,7 @@
 """A stdio MCP server for the tests, written with the official SDK (mcp 2's MCPServer, mcp 1's FastMCP).
 
-    python tests/mcp_server.py
+    python tests/mcp_server.py               # stdio
+    python tests/mcp_server.py --http PORT   # streamable HTTP at http://127.0.0.1:PORT/mcp
 
 Its tools: a customer lookup (read-only), a sum with structured output, one that raises, one that
 sleeps for as long as it is asked, one marked destructive, and one that kills the server.
@@ -66,4 +67,13 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--http":  # streamable HTTP on 127.0.0.1:PORT/mcp
+        try:
+            server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+        except TypeError:  # mcp 1 takes the address as settings
+            server.settings.host, server.settings.port = "127.0.0.1", int(sys.argv[2])  # type: ignore[attr-defined]
+            server.run("streamable-http")
+    else:
+        server.run()

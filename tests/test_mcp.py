@@ -101,6 +101,29 @@ def test_a_closed_session_refuses_calls_and_a_bad_server_does_not_start() -> Non
         mcp_tools("no-such-mcp-server-command")
 
 
+def test_a_server_over_streamable_http() -> None:
+    import socket
+    import subprocess
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([*SERVER, "--http", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(300):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        with mcp_tools(url=f"http://127.0.0.1:{port}/mcp") as listed:
+            result = agent(listed, call("add", a=20, b=22), "42.").run("add")
+        assert result.trace[0].calls[0].ok and json.loads(result.trace[0].calls[0].result) == {"sum": 42}
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
 def test_cli_run_offers_the_tools_of_mcp_servers(monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     import localtools.cli as cli
