@@ -7,9 +7,11 @@ real weights with real clients is in test_serve_clients.py.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import threading
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -66,6 +68,22 @@ def _dumps_deep(value: Any) -> str:
             closes.append("}")
             value = last[1]
     return "".join(opened) + json.dumps(value) + "".join(reversed(closes))
+
+
+@contextlib.contextmanager
+def running(app: Any) -> Iterator[int]:
+    """``app`` served by uvicorn on 127.0.0.1 on a thread; yields its port."""
+    uvicorn = pytest.importorskip("uvicorn")
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            threading.Event().wait(0.02)
+        yield server.servers[0].sockets[0].getsockname()[1]
+    finally:
+        server.should_exit = True
+        thread.join(10)
 
 
 def app_with(replies: list[Any], **config: Any) -> tuple[Any, ScriptedBackend]:
@@ -358,17 +376,10 @@ def test_an_error_after_the_stream_started_ends_it_with_an_error_object() -> Non
 
 
 def test_a_stream_sends_text_while_it_is_generated_and_stops_when_the_client_leaves() -> None:
-    uvicorn = pytest.importorskip("uvicorn")
     reply = "Sunny. " * 300
     backend = ScriptedBackend([reply], seconds_per_token=0.005)  # 10 s if never stopped
     app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="scripted-model"))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            threading.Event().wait(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
+    with running(app) as port:
         pieces: list[str] = []
         with httpx.stream("POST", f"http://127.0.0.1:{port}/v1/chat/completions", timeout=30,
                           json={"messages": USER, "tools": [WEATHER], "stream": True, "max_tokens": 4000}) as res:
@@ -386,9 +397,6 @@ def test_a_stream_sends_text_while_it_is_generated_and_stops_when_the_client_lea
             threading.Event().wait(0.02)
         assert "".join(pieces) and reply.startswith("".join(pieces))
         assert len(backend.cancelled_at) == 1 and backend.cancelled_at[0] < len(reply) // 2
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def test_loopback_hosts() -> None:
@@ -397,7 +405,6 @@ def test_loopback_hosts() -> None:
 
 
 def test_a_client_that_hangs_up_stops_its_generation() -> None:
-    uvicorn = pytest.importorskip("uvicorn")
     slow, started = "x" * 2000, threading.Event()
 
     def long_reply(prompt: Any, grammar: Any) -> str:
@@ -406,13 +413,7 @@ def test_a_client_that_hangs_up_stops_its_generation() -> None:
 
     backend = ScriptedBackend([long_reply, "second"], seconds_per_token=0.01)  # 20 s if never stopped
     app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="scripted-model"))
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            threading.Event().wait(0.02)
-        port = server.servers[0].sockets[0].getsockname()[1]
+    with running(app) as port:
         body = json.dumps({"messages": USER, "max_tokens": 4000}).encode()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
             client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
@@ -422,9 +423,6 @@ def test_a_client_that_hangs_up_stops_its_generation() -> None:
         second = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": USER}, timeout=30)
         assert second.status_code == 200 and second.json()["choices"][0]["message"]["content"] == "second"
         assert len(backend.cancelled_at) == 1 and backend.cancelled_at[0] < len(slow)
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 @pytest.mark.parametrize(("host", "key", "warned"), [("0.0.0.0", None, True), ("0.0.0.0", "k", False),
