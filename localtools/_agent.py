@@ -203,8 +203,10 @@ class Agent:
         ends with ``TurnDone``), a ``ToolResult`` for each call, ``StepDone`` after each step
         (its trace; ``error`` set when the turn was unusable and fed back) and last ``RunDone``
         with the same ``RunResult`` that ``arun`` returns. ``arun``'s errors are raised here."""
-        async for event in self._steps(question, live=True):
-            yield event
+        # Each level closes the one below it, so leaving early stops the generation at once.
+        async with contextlib.aclosing(self._steps(question, live=True)) as events:
+            async for event in events:
+                yield event
 
     async def _steps(self, question: str | list[dict[str, Any]], *, live: bool) -> AsyncGenerator[AgentEvent, None]:
         messages = self._opening(question)
@@ -214,10 +216,11 @@ class Agent:
             st = StepTrace(step=step, constrained=self.constrained, tool_choice=self._choice(step, state))
             state.trace.append(st)
             result = None
-            async for event in self._reply(messages, tools, st, state, live=live):
-                if isinstance(event, TurnDone):
-                    result = event.result
-                yield event
+            async with contextlib.aclosing(self._reply(messages, tools, st, state, live=live)) as turn:
+                async for event in turn:
+                    if isinstance(event, TurnDone):
+                        result = event.result
+                    yield event
             if result is None:  # unusable; what went wrong was fed back
                 yield StepDone(st)
                 continue
@@ -259,7 +262,7 @@ class Agent:
         return self.tool_choice if step == 1 or self.tool_choice in ("auto", "none") else "auto"
 
     async def _reply(self, messages: list[dict[str, Any]], tools: list[Tool], st: StepTrace,
-                     state: _RunState, *, live: bool) -> AsyncIterator[StreamEvent]:
+                     state: _RunState, *, live: bool) -> AsyncGenerator[StreamEvent, None]:
         """One model turn, ending with ``TurnDone``; a reply that cannot be used is fed back (no
         ``TurnDone``) until the retries run out. ``live``: the turn's events as it is generated."""
         chat = functools.partial(
@@ -277,11 +280,12 @@ class Agent:
         try:
             if live:
                 result = None
-                async for event in _live(chat):
-                    if isinstance(event, TurnDone):
-                        result = event.result
-                    else:
-                        yield event
+                async with contextlib.aclosing(_live(chat)) as events:
+                    async for event in events:
+                        if isinstance(event, TurnDone):
+                            result = event.result
+                        else:
+                            yield event
                 assert result is not None
             else:
                 result = await asyncio.to_thread(chat)
@@ -413,7 +417,7 @@ class RunDone:
 AgentEvent = StreamEvent | ToolResult | StepDone | RunDone
 
 
-async def _live(chat: Callable[..., ChatResult]) -> AsyncIterator[StreamEvent]:
+async def _live(chat: Callable[..., ChatResult]) -> AsyncGenerator[StreamEvent, None]:
     """``chat(on_event=...)`` on a thread, its events handed to this loop as they come, then
     ``TurnDone``. Leaving early stops the generation at its next token."""
     loop = asyncio.get_running_loop()
@@ -424,6 +428,7 @@ async def _live(chat: Callable[..., ChatResult]) -> AsyncIterator[StreamEvent]:
         loop.call_soon_threadsafe(events.put_nowait, event)
 
     task = asyncio.ensure_future(asyncio.to_thread(chat, on_event=emit, cancel=stopped.is_set))
+    getter: asyncio.Future[StreamEvent] | None = None
     try:
         while not task.done():
             getter = asyncio.ensure_future(events.get())
@@ -438,6 +443,8 @@ async def _live(chat: Callable[..., ChatResult]) -> AsyncIterator[StreamEvent]:
         yield TurnDone(task.result())
     finally:
         stopped.set()
+        if getter is not None:
+            getter.cancel()
         if not task.done():
             with contextlib.suppress(BaseException):
                 await task

@@ -4,7 +4,11 @@ A call's arguments stream as the model writes them, but a client joins the piece
 the same ``arguments`` string as the finished call (``json.dumps`` of the parsed value). This
 reader is fed the written text and gives the canonical text of what is already certain: a
 number once a delimiter ends it, a string's characters once their escapes are whole, a
-separator as ``", "`` / ``": "``. Whitespace the model wrote is dropped.
+separator as ``", "`` / ``": "``, a key once it is whole. Whitespace the model wrote is dropped.
+
+An object inside the value comes whole, once it closes: a free-form object may repeat a key, and
+parsing keeps the last value in the first one's place. The outer object's keys are checked as
+they come: a repeated one sets ``broken`` before it is passed on.
 """
 
 from __future__ import annotations
@@ -31,6 +35,13 @@ class CanonicalJSON:
         self._pos = 0
         self._depth = 0
         self._in_string = False
+        #: The outer object's keys; whether the next string is one, and the one being read.
+        self._keys: set[str] = set()
+        self._expect_key = False
+        self._key: str | None = None
+        #: Where a nested object began (it passes on whole), and the scan through it.
+        self._nested: int | None = None
+        self._skip = _Skip()
 
     def feed(self, written: str) -> None:
         """``written``: the whole text so far (it only grows)."""
@@ -40,6 +51,8 @@ class CanonicalJSON:
 
     def _step(self) -> bool:
         """Read on from ``_pos``; False when what follows is not whole yet."""
+        if self._nested is not None:
+            return self._whole_object()
         if self._in_string:
             return self._string()
         s, i = self._fed, self._pos
@@ -49,16 +62,24 @@ class CanonicalJSON:
         if i >= len(s):
             return False
         c = s[i]
+        if c == "{" and self._depth > 0:
+            self._nested, self._pos, self._skip = i, i, _Skip()
+            return self._whole_object()
         if c in "{[":
             self._emit(c, i + 1, depth=1)
+            self._expect_key = c == "{"
         elif c in "}]":
             self._emit(c, i + 1, depth=-1)
         elif c == ",":
             self._emit(", ", i + 1)
+            self._expect_key = self._depth == 1 and self.text.startswith("{")
         elif c == ":":
             self._emit(": ", i + 1)
         elif c == '"':
-            self.text += '"'
+            if self._expect_key:
+                self._key, self._expect_key = "", False
+            else:
+                self.text += '"'
             self._pos, self._in_string = i + 1, True
         elif c in _NUMBER:
             j = i
@@ -96,7 +117,15 @@ class CanonicalJSON:
             c = s[i]
             if c == '"':
                 self._in_string = False
-                self._emit('"', i + 1)
+                if self._key is None:
+                    self._emit('"', i + 1)
+                    return True
+                key, self._key = self._key, None
+                if key in self._keys:  # parsed, the last value would take the first one's place
+                    self.broken = True
+                    return False
+                self._keys.add(key)
+                self._emit(json.dumps(key, ensure_ascii=False), i + 1)
                 return True
             if c != "\\":
                 char, used = c, 1
@@ -112,10 +141,58 @@ class CanonicalJSON:
             else:
                 self.broken = True
                 break
-            self.text += json.dumps(char, ensure_ascii=False)[1:-1]
+            if self._key is None:
+                self.text += json.dumps(char, ensure_ascii=False)[1:-1]
+            else:
+                self._key += char
             i += used
         self._pos = i
         return False
+
+    def _whole_object(self) -> bool:
+        """A nested object: passed on whole, as its parse writes it, once it closes."""
+        assert self._nested is not None
+        end = self._skip.scan(self._fed, self._pos)
+        if end is None:
+            self._pos = len(self._fed)
+            return False
+        try:
+            value = json.loads(self._fed[self._nested:end])
+        except ValueError:
+            self.broken = True
+            return False
+        self._nested = None
+        self._emit(json.dumps(value, ensure_ascii=False), end)
+        return True
+
+
+class _Skip:
+    """Finds where a JSON object ends, reading on from where it stopped last time."""
+
+    def __init__(self) -> None:
+        self.depth, self.in_string, self.escaped = 0, False, False
+
+    def scan(self, s: str, i: int) -> int | None:
+        """The end of the object, or ``None`` if it has not ended within ``s``."""
+        while i < len(s):
+            c = s[i]
+            if self.in_string:
+                if self.escaped:
+                    self.escaped = False
+                elif c == "\\":
+                    self.escaped = True
+                elif c == '"':
+                    self.in_string = False
+            elif c == '"':
+                self.in_string = True
+            elif c in "{[":
+                self.depth += 1
+            elif c in "}]":
+                self.depth -= 1
+                if self.depth == 0:
+                    return i + 1
+            i += 1
+        return None
 
 
 def _unicode(s: str, i: int) -> tuple[str, int]:

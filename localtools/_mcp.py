@@ -110,11 +110,16 @@ class _Server:
         holder = asyncio.wrap_future(self._holder)
         call = asyncio.ensure_future(self.session.call_tool(name, arguments))
         call.add_done_callback(lambda done: done.cancelled() or done.exception())  # always retrieved
-        await asyncio.wait({call, holder}, return_when=asyncio.FIRST_COMPLETED)
-        if call.done() and not _closed(call.exception()):
+        try:
+            await asyncio.wait({call, holder}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not call.done():  # timed out, or the session ended: the SDK tells the server to stop
+                call.cancel()
+        if not call.cancelled() and not _closed(call.exception()):
             return call.result()
-        call.cancel()
-        self.ended = self.ended or (call.exception() if call.done() else None)
+        self.ended = self.ended or (call.exception() if not call.cancelled() else None)
+        if self._closing.is_set():
+            raise MCPServerError(f"the session with the MCP server {self.label} was closed while {name!r} was running")
         raise MCPServerError(f"the MCP server {self.label} exited while {name!r} was running "
                              f"({_why(self.ended)})")
 

@@ -246,8 +246,8 @@ class Model:
                 return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                                     live=live)
-            if not opened and first.finish_reason != "length":
-                # Free output that answered without thinking, whole: that is the answer.
+            if not opened and (first.finish_reason != "length" or (live is not None and live.sent)):
+                # Free output that answered without thinking, whole (or already streamed): that is the answer.
                 return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                                     live=live)
@@ -275,8 +275,8 @@ class Model:
             decode_seconds += gen.decode_seconds
             raw = gen.text
             cut = gen.finish_reason == "length" and fmt.cut_inside_call(raw)
-            if not cut or (live is not None and live.calls_started):
-                break  # a call a client was already sent part of is not generated again
+            if not cut or (live is not None and live.sent):
+                break  # a turn a client was already sent part of is not generated again
         if cut:
             raise GenerationTruncated(max_tokens, raw)
         return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,

@@ -6,7 +6,7 @@ import json
 import re
 import secrets
 import string
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,17 +106,16 @@ def _calls_from(value: Any, family: Family, raw: str) -> list[ToolCall] | None:
 
 def _scan_json(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str]:
     """Find call-shaped JSON values in free text (fenced or bare); return them and the rest."""
-    located, rest, _ = _scan_json_located(text, family, raw)
-    return [call for _, call in located], rest
+    located, rest = _scan_json_located(text, family, raw)
+    return [call for _, call in sorted(located, key=lambda item: item[0])], rest
 
 
-def _scan_json_located(text: str, family: Family, raw: str
-                       ) -> tuple[list[tuple[tuple[int, int], ToolCall]], str, Callable[[int], int]]:
-    """``_scan_json``, each call with where it stood (to sort calls found by different passes
-    into the order they were written), and how a position in ``text`` moves in the rest."""
-    located: list[tuple[tuple[int, int], ToolCall]] = []
+def _scan_json_located(text: str, family: Family, raw: str) -> tuple[list[tuple[int, ToolCall]], str]:
+    """``_scan_json``, each call with where it began in ``text`` (to sort calls found by
+    different passes into the order they were written)."""
+    located: list[tuple[int, ToolCall]] = []
     kept: list[str] = []
-    fenced: list[tuple[int, int]] = []  # spans cut from ``text``
+    fenced: list[tuple[int, int]] = []  # (where in the text left, length) of each block cut
     pos = 0
     # Fenced blocks first: their content is either calls or ordinary code the user should keep.
     for m in _FENCE.finditer(text):
@@ -128,14 +127,12 @@ def _scan_json_located(text: str, family: Family, raw: str
         found = _calls_from(value, family, raw)
         if found:
             kept.append(text[pos : m.start()])
-            at = sum(map(len, kept))
-            located += [((at, 1), c) for c in found]
-            fenced.append((m.start(), m.end()))
+            located += [(m.start(), c) for c in found]
+            fenced.append((sum(map(len, kept)), m.end() - m.start()))
             pos = m.end()
     kept.append(text[pos:])
     text = "".join(kept)
     out: list[str] = []
-    bare: list[tuple[int, int]] = []  # spans cut from the text without its fences
     i = 0
     while i < len(text):
         ch = text[i]
@@ -146,19 +143,17 @@ def _scan_json_located(text: str, family: Family, raw: str
                 value, end = None, i
             found = _calls_from(value, family, raw) if end > i else None
             if found:
-                located += [((len(out), 2), c) for c in found]
-                bare.append((i, end))
+                located += [(_uncut(i, fenced), c) for c in found]
                 i = end
                 continue
         out.append(ch)
         i += 1
-    located = [((_cut(at, bare), stage), c) if stage == 1 else ((at, stage), c) for (at, stage), c in located]
-    return located, "".join(out), lambda at: _cut(_cut(at, fenced), bare)
+    return located, "".join(out)
 
 
-def _cut(at: int, spans: list[tuple[int, int]]) -> int:
-    """Where position ``at`` of a text is once ``spans`` are cut out of it."""
-    return at - sum(min(end, at) - start for start, end in spans if start < at)
+def _uncut(at: int, cuts: list[tuple[int, int]]) -> int:
+    """Where position ``at`` of a text with ``cuts`` taken out stood before (text at a cut came after it)."""
+    return at + sum(length for where, length in cuts if where <= at)
 
 
 def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, int]:
@@ -357,13 +352,15 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
             text = text[:idx] + rest[used:]
     elif family.call_style == "pattern":
         calls, text = _pattern_calls(text, family, schemas or {}, raw)
+    # Each call by where it stood in the text once the family's own syntax was cut out of it, and
+    # its pass: a block cut at a position came before the text that now stands there.
     located = [((at, 0), c) for at, c in calls]
     # Under the grammar a reply that opens like a bare call to a given tool is one; anything else
     # that opens with "{" took the text branch (an echoed JSON result, or a "call" to a tool that
     # does not exist) and is the answer as written.
     if tolerant or text.startswith(tuple(call_openings) if call_openings is not None else BARE_CALL_OPENING):
-        more, text, moved = _scan_json_located(text, family, raw)
-        located = [((moved(at), stage), c) for (at, stage), c in located] + more
+        more, text = _scan_json_located(text, family, raw)
+        located += [((at, 1), c) for at, c in more]
     # The calls in the order they were written, whichever pass found them.
     tool_calls = [c for _, c in sorted(located, key=lambda item: item[0])]
     content = re.sub(r"\n{3,}", "\n\n", text).strip()

@@ -85,7 +85,6 @@ class TurnDone:
 
 StreamEvent = ReasoningDelta | TextDelta | ToolCallStarted | ToolCallDelta | ToolCallDone | TurnDone
 
-_WHITESPACE = " \t\r\n"
 log = logging.getLogger("localtools.stream")
 
 #: Characters that may open a call in free output (the tolerant parser reads JSON, tags and
@@ -128,6 +127,8 @@ class _LiveCall:
     args: CanonicalJSON = field(default_factory=CanonicalJSON)
     #: The arguments text sent so far.
     sent: str = ""
+    #: Its arguments are sent whole, once it is done.
+    whole: bool = False
 
 
 class ReplyStream:
@@ -145,7 +146,12 @@ class ReplyStream:
         rules = answer.rules if answer is not None else {}
         self._calls_alone = Grammar(rules, "calls") if "calls" in rules else None
         text = rules.get("text")
+        self._text_alone = Grammar(rules, "text") if text is not None else None
         self._markers: tuple[str, ...] = tuple(getattr(text, "markers", ()))
+        self._risky_at: int | None = None
+        self._scanned = 0
+        #: The answer's length below which no call can have finished since the last look.
+        self._next_check = 0
         if answer is None:
             # Free output goes through the tolerant parser, which reads calls in any family
             # form: only the family's plain shapes are streamed live.
@@ -163,15 +169,16 @@ class ReplyStream:
         self._done = 0
 
     @property
-    def calls_started(self) -> bool:
-        """Whether a call was sent: from then on the turn cannot be generated again."""
-        return bool(self._calls)
+    def sent(self) -> bool:
+        """Whether anything was sent: from then on the turn is never generated again."""
+        return bool(self._calls or self.text_sent or self.reasoning_sent)
 
     def restart(self, raw: str = "") -> None:
-        """The turn is generated again from ``raw`` (a retry, or the answer after a reasoning
-        budget): what was already sent stays sent, and no call may have been."""
-        assert not self._calls, "a turn whose calls started streaming is never generated again"
+        """The answer is generated from ``raw`` on (after a reasoning budget, or again after a
+        cut when nothing was sent): what was sent is a prefix of ``raw``'s turn."""
+        assert not self._calls and not self.text_sent, "a turn whose answer started streaming is not generated again"
         self.raw, self._mode = raw, "calls" if self._no_text else ""
+        self._risky_at, self._scanned, self._next_check = None, 0, 0
 
     def feed(self, piece: str) -> None:
         self.raw += piece
@@ -220,21 +227,30 @@ class ReplyStream:
                     break
                 groups = head.groupdict()
                 name = groups.get("name") or json.loads(groups["qname"])
-                live = _LiveCall(groups.get("id") or new_call_id(self.fmt.family.id), name, head.end())
+                # Arguments of a free-form object may repeat a key: they come whole, when done.
+                whole = not (self.fmt.schemas.get(name) or {}).get("properties")
+                live = _LiveCall(groups.get("id") or new_call_id(self.fmt.family.id), name, head.end(), whole=whole)
                 self._mode = "calls" if self._mode == "" else self._mode
                 self._calls.append(live)
                 self.emit(ToolCallStarted(len(self._calls) - 1, live.id, live.name))
             for index in range(self._done, len(self._calls)):
                 live = self._calls[index]
                 live.args.feed(answer[live.start:])
-                if not live.args.broken and len(live.args.text) > len(live.sent):
+                if not (live.whole or live.args.broken) and len(live.args.text) > len(live.sent):
                     self.emit(ToolCallDelta(index, live.args.text[len(live.sent):]))
                     live.sent = live.args.text
             if self._calls and self._calls[-1].args.end is None:
                 return  # inside an argument: no call can be finished here
         tail = answer.rstrip()
         ends = tail[-1:] in _CALL_ENDINGS or bool(self.fmt.family.call_end and tail.endswith(self.fmt.family.call_end))
-        if not ends or self.fmt.answer_grammar is None or not matches(self.fmt.answer_grammar, answer):
+        if not ends or len(answer) < self._next_check or self.fmt.answer_grammar is None:
+            return
+        if self._head is None:
+            # Without a head to follow, whether a call is whole is asked of the whole answer:
+            # at lengths a quarter apart, so a long call costs O(n log n); finish() sends any
+            # call this skips past.
+            self._next_check = len(answer) + max(16, len(answer) // 4)
+        if not matches(self.fmt.answer_grammar, answer):
             return
         try:
             parsed = self.fmt.parse(self.raw).tool_calls
@@ -274,22 +290,28 @@ class ReplyStream:
         if self._free:
             if self._free_risky is None:
                 return None
-            risky = next((i for i, c in enumerate(answer) if c in self._free_risky), len(answer))
-            text = re.sub(r"\n{3,}", "\n\n", answer[:risky])
+            if self._risky_at is None:
+                # Scanned once: only what came since the last piece.
+                risky = next((i for i in range(self._scanned, len(answer)) if answer[i] in self._free_risky), None)
+                self._risky_at, self._scanned = risky, len(answer)
+            text = re.sub(r"\n{3,}", "\n\n", answer[: self._risky_at])
         else:
             if self._mode == "" and self._calls_alone is not None and matches(self._calls_alone, answer, prefix=True):
+                if self._text_alone is not None and not matches(self._text_alone, answer, prefix=True):
+                    self._mode = "calls"  # decided: no text can begin so; not asked again
                 return None
             self._mode = "text"
             found = [i for m in self._markers if (i := answer.find(m)) >= 0]
             text = answer[: min(found)] if found else answer[: len(answer) - _held(answer, self._markers)]
-        text = text.lstrip(_WHITESPACE)
+        # The finished turn strips its text as str.strip() does.
+        text = text.lstrip()
         if self._text_open:
             if self._text_open.startswith(text):
                 return None
-            text = text.removeprefix(self._text_open).lstrip(_WHITESPACE)
+            text = text.removeprefix(self._text_open).lstrip()
         cut = cut_at_stop(text, self.stop)
         text = cut if cut is not None else text[: len(text) - _held(text, self.stop)]
-        return text.rstrip(_WHITESPACE)
+        return text.rstrip()
 
     def _send_reasoning(self, reasoning: str) -> None:
         if len(reasoning) > len(self.reasoning_sent) and reasoning.startswith(self.reasoning_sent):

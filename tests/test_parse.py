@@ -168,3 +168,13 @@ def test_constrained_replies_are_read_by_the_branch_the_grammar_took() -> None:
     echo = '{"name": "Ada Lovelace", "plan": "pro"}'
     reply = Model(ScriptedBackend([echo]), family=natural).chat(messages, [customer])
     assert reply.content == echo and not reply.tool_calls
+
+
+@pytest.mark.parametrize("order", [("a", "b"), ("b", "a"), ("a", "fa"), ("fa", "a"), ("b", "fa", "a"), ("a", "b", "fa"),
+                                   ("fa", "b", "a")])
+@pytest.mark.parametrize("glue", ["", "\n"])
+def test_calls_in_several_forms_come_back_in_the_order_written(order: tuple[str, ...], glue: str) -> None:
+    forms = {"a": '{"name": "a", "arguments": {}}', "b": '<tool_call>{"name": "b", "arguments": {}}</tool_call>',
+             "fa": '```json\n{"name": "fa", "arguments": {}}\n```'}
+    parsed = parse_reply(glue.join(forms[k] for k in order), get_family("qwen2.5"))
+    assert [c.name for c in parsed.tool_calls] == list(order)

@@ -220,6 +220,26 @@ def test_a_call_cut_after_it_started_streaming_is_not_generated_again() -> None:
         Model(ScriptedBackend([reply] * 3), family="qwen2.5").chat(QUESTION, TOOLS, max_tokens=50)
 
 
+@pytest.mark.parametrize(("family", "reply", "options"), [
+    ("qwen2.5", 'Hello there. <tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>',
+     {}),
+    ("qwen3", '<think>\nI think A.\n</think>\n\n<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": '
+              '"cust-1001"}}\n</tool_call>', {"thinking": True}),
+])
+def test_a_turn_cut_after_any_of_it_streamed_is_not_generated_again(family: str, reply: str,
+                                                                     options: dict[str, Any]) -> None:
+    backend = ScriptedBackend([reply, "Hello there, friend."])
+    events: list[Any] = []
+    with pytest.raises(GenerationTruncated):
+        Model(backend, family=family).chat(QUESTION, TOOLS, max_tokens=len(reply) - 30, on_event=events.append,
+                                           **options)
+    assert len(backend.prompts) == 1 and events
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    reasoning = "".join(e.text for e in events if isinstance(e, ReasoningDelta))
+    assert (text, reasoning) in (("Hello there.", ""), ("", "I think A."))
+    assert not [e for e in events if isinstance(e, ToolCallDone)]
+
+
 def test_text_before_a_call_streams_and_the_opening_tag_does_not() -> None:
     reply = 'Let me check. <tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'
     events, result = streamed(Model(ScriptedBackend([reply]), family="qwen2.5"))
@@ -352,3 +372,20 @@ def test_cli_run_shows_the_run_as_it_happens(monkeypatch: pytest.MonkeyPatch, ca
     assert out == ["… Look it up.", '→ get_customer({"customer_id": "cust-1001"})',
                    '← {"name": "Ada Lovelace", "plan": "pro", "status": "active"}', "… Got it.",
                    "Ada is on [b]pro[/b]."]
+
+
+def test_leaving_agent_astream_early_stops_its_generation_at_once() -> None:
+    backend = ScriptedBackend(["x" * 400, "second"], seconds_per_token=0.002)
+    agent = Agent(Model(backend, family="qwen2.5"), [get_customer], tool_choice="none")
+
+    async def go() -> str:
+        stream = agent.astream("plan?")
+        async for event in stream:
+            if isinstance(event, TextDelta):
+                break
+        await stream.aclose()  # type: ignore[attr-defined]
+        # Stopped before aclose returned: the next run never shares the backend with it.
+        assert backend.cancelled_at and backend.cancelled_at[0] < 400
+        return (await agent.arun("again")).answer
+
+    assert asyncio.run(go()) == "second"

@@ -58,9 +58,13 @@ class TextFeed:
 
     def grow(self, text: str) -> None:
         """The text so far, while generating."""
+        self._send(self.certain(text))
+
+    def certain(self, text: str) -> str:
+        """What of the text so far cannot change any more."""
         cut = cut_at_stop(text, self.stop)
         text = cut if cut is not None else text[: len(text) - _held(text, self.stop)]
-        self._send(text.rstrip("\ufffd"))
+        return text.rstrip("\ufffd")
 
     def end(self, text: str) -> None:
         """The final text: what was held back and is part of it is sent now."""

@@ -273,7 +273,9 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             loop.call_soon_threadsafe(events.put_nowait, event)
 
         job = asyncio.ensure_future(worker.run(lambda: _answer(model, request, cancel, emit if request.stream else None)))
-        streaming = False
+        # A stream its client left is not read to its end: its error (the cancel) is retrieved here.
+        job.add_done_callback(lambda done: done.cancelled() or done.exception())
+        streaming, first = False, None
         try:
             if request.stream:
                 # The stream starts with the first event; what fails before it keeps its HTTP status.
@@ -292,6 +294,8 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         finally:
             # However this ends (this handler cancelled at shutdown, say), nothing may go on
             # generating for it; a stream that started ends it itself.
+            if first is not None and not first.done():
+                first.cancel()
             if not streaming:
                 cancel.set()
                 watcher.cancel()
@@ -324,6 +328,7 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         def sse(chunk: dict[str, Any]) -> str:
             return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
+        getter: asyncio.Future[StreamEvent] | None = None
         try:
             yield sse(writer.opening())
             if first is not None and (chunk := writer.event(first)) is not None:
@@ -350,6 +355,8 @@ def create_app(model: Model, config: ServerConfig) -> Any:
                     yield sse(chunk)
             yield "data: [DONE]\n\n"
         finally:
+            if getter is not None:
+                getter.cancel()
             cancel.set()
             watcher.cancel()
 
