@@ -389,3 +389,21 @@ def test_leaving_agent_astream_early_stops_its_generation_at_once() -> None:
         return (await agent.arun("again")).answer
 
     assert asyncio.run(go()) == "second"
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend", ["llama-cpp", "transformers"])
+def test_on_real_weights_the_stream_joins_to_the_same_turn_as_chat(models: Any, backend: str) -> None:
+    from localtools.examples import get_customer as customer_tool
+
+    model = models("qwen2.5-coder-0.5b", backend)
+    question = [{"role": "user", "content": "What subscription plan is customer cust-1001 using?"}]
+    for tools, options in (([customer_tool], {}), ([], {"max_tokens": 40})):
+        model.chat(question, tools, **options)  # the prompt cached, for both turns below alike
+        plain = model.chat(question, tools, **options)
+        events = list(model.stream(question, tools, **options))
+        result = events[-1].result
+        assert_same_turn(events, result)
+        assert (result.content, result.finish_reason) == (plain.content, plain.finish_reason)
+        assert [(c.name, c.arguments) for c in result.tool_calls] == [(c.name, c.arguments) for c in plain.tool_calls]
+        assert len(events) > 3  # in pieces, not whole
