@@ -164,6 +164,9 @@ class ReplyStream:
         #: "" undecided, "text" (calls may follow after a marker) or "calls".
         self._mode = "calls" if self._no_text else ""
         self._head = _json_call_head(family) if answer is not None and fmt.can_call else None
+        # What follows a call's JSON arguments, up to its end.
+        self._tail = call_shape(family).tail if family.call_style == "pattern" else re.compile(r"\s*\}")
+        self._tail_empty = self._tail.fullmatch("") is not None
         self._calls: list[_LiveCall] = []
         #: Calls whose ``ToolCallDone`` was sent.
         self._done = 0
@@ -239,17 +242,19 @@ class ReplyStream:
                 if not (live.whole or live.args.broken) and len(live.args.text) > len(live.sent):
                     self.emit(ToolCallDelta(index, live.args.text[len(live.sent):]))
                     live.sent = live.args.text
-            if self._calls and self._calls[-1].args.end is None:
-                return  # inside an argument: no call can be finished here
+                if live.args.end is not None and not live.args.broken and self._closed(answer, live):
+                    # What the grammar let through is a valid call once closed: done, as parsed.
+                    arguments = json.loads(answer[live.start:live.start + live.args.end])
+                    self._call_done(index, ToolCall(live.id, live.name, arguments))
+            return
         tail = answer.rstrip()
         ends = tail[-1:] in _CALL_ENDINGS or bool(self.fmt.family.call_end and tail.endswith(self.fmt.family.call_end))
         if not ends or len(answer) < self._next_check or self.fmt.answer_grammar is None:
             return
-        if self._head is None:
-            # Without a head to follow, whether a call is whole is asked of the whole answer:
-            # at lengths a quarter apart, so a long call costs O(n log n); finish() sends any
-            # call this skips past.
-            self._next_check = len(answer) + max(16, len(answer) // 4)
+        # Without a head to follow, whether a call is whole is asked of the whole answer: at
+        # lengths a quarter apart, so a long call costs O(n log n); finish() sends any call this
+        # skips past.
+        self._next_check = len(answer) + max(16, len(answer) // 4)
         if not matches(self.fmt.answer_grammar, answer):
             return
         try:
@@ -260,6 +265,12 @@ class ReplyStream:
             self._mode = "calls" if self._mode == "" else self._mode
         for index in range(self._done, len(parsed)):
             self._call_done(index, parsed[index])
+
+    def _closed(self, answer: str, live: _LiveCall) -> bool:
+        """Whether what closes the call after its arguments is written (``}`` of a JSON call
+        object, a pattern family's tail)."""
+        end = live.start + (live.args.end or 0)
+        return self._tail.match(answer, end) is not None and (answer[end:].strip() != "" or self._tail_empty)
 
     def _call_done(self, index: int, call: ToolCall) -> ToolCall:
         """Send a parsed call's end (and its start, if it was not streamed); returns it with the
