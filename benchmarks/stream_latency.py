@@ -1,0 +1,111 @@
+"""Time to the first byte of the answer, streamed vs not, against `localtools serve` on real weights.
+
+    .venv/bin/python benchmarks/stream_latency.py --model qwen2.5-coder-0.5b --runs 5
+
+One server process; for each question, alternating in one run so machine noise hits every mode
+alike, and each request after a warm-up that leaves the same prompt cached:
+- ``first token``: the same request with ``max_tokens: 1``, not streamed (prompt + one token);
+- ``not streamed``: the whole reply, which is when a client gets its first byte of text;
+- ``streamed``: when the first content (or reasoning) delta arrives, and when the stream ends.
+Ratios are against the first-token time of the same question in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+_spec = importlib.util.spec_from_file_location("serve_load", Path(__file__).with_name("serve_load.py"))
+assert _spec and _spec.loader
+serve_load = importlib.util.module_from_spec(_spec)
+sys.modules["serve_load"] = serve_load
+_spec.loader.exec_module(serve_load)
+
+#: Offered with every question in the "with a tool" rows: the answer's text is held back until the
+#: grammar says it cannot be a call.
+TOOL = {"type": "function", "function": {"name": "get_customer", "description": "Look up a customer record by id.",
+                                         "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}},
+                                                        "required": ["customer_id"]}}}
+QUESTIONS = [
+    "Explain in three sentences why the sky is blue.",
+    "Write a short paragraph about the history of the bicycle.",
+    "List five tips for writing clear Python code, one sentence each.",
+]
+
+
+def _whole(client: httpx.Client, body: dict[str, Any]) -> tuple[float, str]:
+    started = time.perf_counter()
+    res = client.post("/chat/completions", json=body)
+    res.raise_for_status()
+    return time.perf_counter() - started, res.json()["choices"][0]["message"]["content"] or ""
+
+
+def _streamed(client: httpx.Client, body: dict[str, Any]) -> tuple[float, float, str]:
+    started, first, text = time.perf_counter(), None, ""
+    with client.stream("POST", "/chat/completions", json={**body, "stream": True}) as res:
+        res.raise_for_status()
+        for line in res.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[len("data: "):])
+            delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
+            piece = delta.get("content") or delta.get("reasoning_content") or ""
+            if piece and first is None:
+                first = time.perf_counter() - started
+            text += delta.get("content") or ""
+    return first if first is not None else float("nan"), time.perf_counter() - started, text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--runs", type=int, default=5, help="rounds over the questions")
+    parser.add_argument("--max-tokens", type=int, default=128)
+    args = parser.parse_args()
+    proc, url = serve_load.start_server(args.model)
+    modes: dict[str, dict[str, Any]] = {"no tools": {}, "with a tool": {"tools": [TOOL]}}
+    keys = ("first token", "not streamed", "streamed first", "streamed end")
+    rows: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in modes}
+    ratios: dict[str, dict[str, list[float]]] = {m: {"not streamed": [], "streamed first": []} for m in modes}
+    same = {m: 0 for m in modes}
+    try:
+        with httpx.Client(base_url=url, timeout=600) as client:
+            for _ in range(args.runs):
+                for question in QUESTIONS:
+                    for mode, extra in modes.items():
+                        body = {"model": "m", "messages": [{"role": "user", "content": question}],
+                                "max_tokens": args.max_tokens, **extra}
+                        _whole(client, body)  # the prompt cached for every timed request alike
+                        ttft, _ = _whole(client, {**body, "max_tokens": 1})
+                        whole, text = _whole(client, body)
+                        first, end, streamed = _streamed(client, body)
+                        same[mode] += streamed == text
+                        for key, value in (("first token", ttft), ("not streamed", whole), ("streamed first", first),
+                                           ("streamed end", end)):
+                            rows[mode][key].append(value)
+                        ratios[mode]["not streamed"].append(whole / ttft)
+                        ratios[mode]["streamed first"].append(first / ttft)
+    finally:
+        proc.terminate()
+        proc.wait(30)
+    for mode in modes:
+        n = len(rows[mode]["first token"])
+        print(f"{args.model}, {mode}: {n} requests a row, max_tokens {args.max_tokens}; streamed text identical to "
+              f"the non-streamed reply in {same[mode]}/{n}")
+        print(f"{'':>16} {'p50':>8} {'p95':>8}  first byte ÷ first token (p50)")
+        for key, values in rows[mode].items():
+            ordered = sorted(values)
+            ratio = f"{statistics.median(ratios[mode][key]):.2f}" if key in ratios[mode] else ""
+            print(f"{key:>16} {statistics.median(ordered):7.3f}s {ordered[int(0.95 * (len(ordered) - 1))]:7.3f}s  {ratio}")
+
+
+if __name__ == "__main__":
+    main()
