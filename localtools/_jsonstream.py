@@ -19,6 +19,7 @@ __all__ = ["CanonicalJSON"]
 
 _NUMBER = set("-+0123456789.eE")
 _LITERALS = {"t": "true", "f": "false", "n": "null"}
+_HEX = set("0123456789abcdefABCDEF")
 _ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
@@ -200,20 +201,16 @@ def _unicode(s: str, i: int) -> tuple[str, int]:
     characters it took: 0 while incomplete, -1 when it is no escape."""
     digits = s[i + 2:i + 6]
     if len(digits) < 4:
-        return "", 0
-    try:
-        code = int(digits, 16)
-    except ValueError:
+        return "", 0 if all(ch in _HEX for ch in digits) else -1
+    if not all(ch in _HEX for ch in digits):  # int(..., 16) would also take "+041" or "0_41"
         return "", -1
+    code = int(digits, 16)
     if 0xD800 <= code < 0xDC00:  # a high surrogate: the escape after it may be its low half
         after = s[i + 6:i + 12]
-        if len(after) < 6 and "\\u".startswith(after[:2]) and all(ch in "0123456789abcdefABCDEF" for ch in after[2:]):
+        if len(after) < 6 and "\\u".startswith(after[:2]) and all(ch in _HEX for ch in after[2:]):
             return "", 0
         if after[:2] == "\\u":
-            try:
-                low = int(after[2:6], 16)
-            except ValueError:
-                low = -1
+            low = int(after[2:6], 16) if all(ch in _HEX for ch in after[2:6]) else -1
             if 0xDC00 <= low < 0xE000:
                 return json.loads(f'"{s[i:i + 12]}"'), 12
     return json.loads(f'"{s[i:i + 6]}"'), 6

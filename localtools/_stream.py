@@ -116,6 +116,14 @@ def _json_call_head(family: Family) -> re.Pattern[str] | None:
     return re.compile(r'\{\s*"name"\s*:\s*(?P<qname>"(?:[^"\\]|\\.)*")\s*,\s*"(?:' + keys + r')"\s*:\s*')
 
 
+def _fixed_keys(schema: dict[str, object]) -> bool:
+    """Whether the grammar writes these parameters with fixed keys, each at most once: a plain
+    object with properties (``$ref``, ``anyOf``, ``oneOf``, ``allOf`` or a list of types may let
+    it write a free-form object)."""
+    combined = any(k in schema for k in ("$ref", "anyOf", "oneOf", "allOf")) or isinstance(schema.get("type"), list)
+    return bool(schema.get("properties")) and not combined
+
+
 @dataclass
 class _LiveCall:
     """A call being streamed."""
@@ -231,7 +239,7 @@ class ReplyStream:
                 groups = head.groupdict()
                 name = groups.get("name") or json.loads(groups["qname"])
                 # Arguments of a free-form object may repeat a key: they come whole, when done.
-                whole = not (self.fmt.schemas.get(name) or {}).get("properties")
+                whole = not _fixed_keys(self.fmt.schemas.get(name) or {})
                 live = _LiveCall(groups.get("id") or new_call_id(self.fmt.family.id), name, head.end(), whole=whole)
                 self._mode = "calls" if self._mode == "" else self._mode
                 self._calls.append(live)

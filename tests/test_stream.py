@@ -407,3 +407,19 @@ def test_on_real_weights_the_stream_joins_to_the_same_turn_as_chat(models: Any, 
         assert (result.content, result.finish_reason) == (plain.content, plain.finish_reason)
         assert [(c.name, c.arguments) for c in result.tool_calls] == [(c.name, c.arguments) for c in plain.tool_calls]
         assert len(events) > 3  # in pieces, not whole
+
+
+@pytest.mark.parametrize("parameters", [
+    {"type": "object", "additionalProperties": {"type": "integer"}},
+    {"type": "object", "properties": {"a": {"type": "string"}},
+     "anyOf": [{"properties": {}, "additionalProperties": {"type": "integer"}}]},
+])
+def test_arguments_that_may_repeat_a_key_come_whole(parameters: dict[str, Any]) -> None:
+    tool = {"type": "function", "function": {"name": "f", "description": "", "parameters": parameters}}
+    reply = '<tool_call>\n{"name": "f", "arguments": {"k": 1, "k": 2}}\n</tool_call>'
+    model = Model(ScriptedBackend([reply]), family="qwen2.5")
+    events: list[Any] = list(model.stream(QUESTION, [tool], tool_choice="required"))
+    result = events[-1].result
+    assert result.tool_calls[0].arguments == {"k": 2}
+    assert [e.arguments for e in events if isinstance(e, ToolCallDelta)] == ['{"k": 2}']
+    assert_same_turn(events, result)
