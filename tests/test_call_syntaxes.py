@@ -150,3 +150,23 @@ def test_an_argument_syntax_the_parser_would_not_read_is_refused_when_the_family
     record = {k: v for k, v in dataclasses.asdict(get_family("qwen3.5")).items() if k not in ("name", "directory")}
     with pytest.raises(TemplateError, match="pattern"):
         _family("broken", {**record, "call_style": "tagged"}, "test")
+
+
+@pytest.mark.parametrize("family", ["gemma4", "lfm2"])
+def test_free_form_keys_the_grammar_writes_read_back(family: str) -> None:
+    import random
+
+    from sampler import sample
+
+    from localtools import Model, ScriptedBackend
+    from localtools.grammar import build_grammar
+
+    tool = {"type": "function", "function": {"name": "f", "description": "", "parameters": {
+        "type": "object", "properties": {"extra": {"type": "object"}}, "required": ["extra"]}}}
+    grammar = build_grammar(families()[family], [tool], "required")
+    for seed in range(150):
+        text = sample(grammar, random.Random(seed))
+        result = Model(ScriptedBackend([text]), family=family).chat(
+            [{"role": "user", "content": "go"}], [tool], tool_choice="required", max_tokens=100_000,
+            retry_repeat_penalties=())
+        assert [c.name for c in result.tool_calls][:1] == ["f"], text

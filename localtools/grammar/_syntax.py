@@ -33,6 +33,8 @@ _PY_CHAR = alt(Chars("^'\\\\\\x00-\\x1f"), seq(Lit("\\"), Chars("'\"\\\\nrt0")))
 _NAME_CHARS = Chars("a-zA-Z0-9_")
 #: Keys the python and gemma4 syntaxes can write bare (a keyword argument, a Gemma 4 key).
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+#: A free-form object's key in those syntaxes: an identifier, as their readers take it back.
+_FREE_KEY = seq(Chars("a-zA-Z_"), Repeat(_NAME_CHARS, 0, 63))
 
 
 def _bare_keys(props: dict[str, Any], hint: str, syntax: str) -> None:
@@ -154,7 +156,7 @@ class _Python:
         if not props:
             if free is None:
                 return Lit("")
-            member = seq(Repeat(_NAME_CHARS, 1, 64), Lit("="), self.value(free, f"{hint}-value"))
+            member = seq(_FREE_KEY, Lit("="), self.value(free, f"{hint}-value"))
             return Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1)
         _bare_keys(props, hint, "python")
         members = [seq(Lit(f"{k}="), self.value(v, f"{hint}-{k}")) for k, v in props.items()]
@@ -190,7 +192,7 @@ class _Gemma:
         if "gemma-value" not in self.sg.g.rules:
             self.sg.g.add("gemma-value", Lit(""))  # recursive: filled below
             value = Ref("gemma-value")
-            member = seq(Repeat(_NAME_CHARS, 1, 64), Lit(":"), value)
+            member = seq(_FREE_KEY, Lit(":"), value)
             obj = seq(Lit("{"), Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1), Lit("}"))
             arr = seq(Lit("["), Repeat(seq(value, Repeat(seq(self.comma, value))), 0, 1), Lit("]"))
             self.sg.g.rules["gemma-value"] = alt(obj, arr, self.string(), self.sg.number(), Lit("true"), Lit("false"),
@@ -225,7 +227,7 @@ class _Gemma:
             if not props:
                 if free is None:
                     return Lit("{}")
-                member = seq(Repeat(_NAME_CHARS, 1, 64), Lit(":"), self.value(free, f"{hint}-value"))
+                member = seq(_FREE_KEY, Lit(":"), self.value(free, f"{hint}-value"))
                 return seq(Lit("{"), Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1), Lit("}"))
             _bare_keys(props, hint, "gemma4")
             # Gemma 4's template writes keys sorted, case aside.
