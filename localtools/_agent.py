@@ -30,7 +30,7 @@ from ._errors import (
 )
 from ._model import ChatResult, Model
 from ._parse import ToolCall
-from ._stream import StreamEvent, TurnDone
+from ._stream import StreamEvent, TurnDone, relay
 from ._tools import Tool, ToolRegistry
 
 __all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "RunDone", "RunResult", "StepDone", "StepTrace", "ToolResult"]
@@ -428,23 +428,13 @@ async def _live(chat: Callable[..., ChatResult]) -> AsyncGenerator[StreamEvent, 
         loop.call_soon_threadsafe(events.put_nowait, event)
 
     task = asyncio.ensure_future(asyncio.to_thread(chat, on_event=emit, cancel=stopped.is_set))
-    getter: asyncio.Future[StreamEvent] | None = None
     try:
-        while not task.done():
-            getter = asyncio.ensure_future(events.get())
-            await asyncio.wait({getter, task}, return_when=asyncio.FIRST_COMPLETED)
-            if getter.done():
-                yield getter.result()
-            else:
-                getter.cancel()
-        # Events the thread sent before it returned were queued before its result.
-        while not events.empty():
-            yield events.get_nowait()
+        async with contextlib.aclosing(relay(events, task)) as relayed:
+            async for event in relayed:
+                yield event
         yield TurnDone(task.result())
     finally:
         stopped.set()
-        if getter is not None:
-            getter.cancel()
         if not task.done():
             with contextlib.suppress(BaseException):
                 await task

@@ -151,8 +151,13 @@ class ReplyFormat:
         content = "\n\n".join(p for p in (self._text(split[0]), parsed.content) if p)
         return ParsedReply(content=content, tool_calls=parsed.tool_calls, reasoning=reasoning or "")
 
+    @property
+    def text_open(self) -> str:
+        """What opens a text answer ("" for most families; functionary's "all\n")."""
+        return call_shape(self.family).text_open if self.family.call_style == "pattern" else ""
+
     def _text(self, raw: str) -> str:
-        text_open = call_shape(self.family).text_open if self.family.call_style == "pattern" else ""
+        text_open = self.text_open
         return raw.strip().removeprefix(text_open).strip() if text_open else raw.strip()
 
 

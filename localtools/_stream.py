@@ -16,25 +16,26 @@ after the arguments, come whole once done. Free output's calls come when the tur
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ._families import Family
 from ._jsonstream import CanonicalJSON
 from ._parse import ToolCall, new_call_id
 from ._reply import ReplyFormat
-from .backends._base import cut_at_stop
+from .backends._base import cut_at_stop, held_back
 from .grammar import Grammar, call_shape, matches
 
 if TYPE_CHECKING:
     from ._model import ChatResult
 
 __all__ = ["ReasoningDelta", "ReplyStream", "StreamEvent", "TextDelta", "ToolCallDelta", "ToolCallDone",
-           "ToolCallStarted", "TurnDone"]
+           "ToolCallStarted", "TurnDone", "relay"]
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,30 @@ StreamEvent = ReasoningDelta | TextDelta | ToolCallStarted | ToolCallDelta | Too
 
 log = logging.getLogger("localtools.stream")
 
+
+async def relay(events: asyncio.Queue[StreamEvent], job: asyncio.Future[Any]) -> AsyncGenerator[StreamEvent, None]:
+    """The events a turn generated on another thread puts on ``events`` (``call_soon_threadsafe``),
+    as they come, until ``job`` (that turn) is done. Events sent before the turn ended are queued
+    before its result, so none is missed; the job's own result or error is the caller's to read."""
+    getter: asyncio.Future[StreamEvent] | None = None
+    try:
+        while not (job.done() and events.empty()):
+            if not events.empty():
+                yield events.get_nowait()
+                continue
+            getter = asyncio.ensure_future(events.get())
+            await asyncio.wait({getter, job}, return_when=asyncio.FIRST_COMPLETED)
+            if getter.done():
+                yield getter.result()
+            else:
+                getter.cancel()
+    finally:
+        if getter is not None:
+            getter.cancel()
+
 #: Characters that may open a call in free output (the tolerant parser reads JSON, tags and
 #: fences anywhere): free text is streamed up to the first of them, the rest once the turn ends.
 _FREE_RISKY = "{[<`"
-
-
-def _held(text: str, openings: Sequence[str]) -> int:
-    """How many characters at the end of ``text`` could be the start of one of ``openings``."""
-    return max((n for s in openings for n in range(min(len(s), len(text)), 0, -1) if text.endswith(s[:n])), default=0)
 
 
 #: How a reply can end just after a call: constrained calls are checked for a finished parse
@@ -149,7 +166,7 @@ class ReplyStream:
         self.reasoning_sent = ""
         self.text_sent = ""
         family = fmt.family
-        self._text_open = call_shape(family).text_open if family.call_style == "pattern" else ""
+        self._text_open = fmt.text_open
         answer = fmt.answer_grammar
         rules = answer.rules if answer is not None else {}
         self._calls_alone = Grammar(rules, "calls") if "calls" in rules else None
@@ -200,7 +217,7 @@ class ReplyStream:
         if reasoning is not None:
             if not closed:
                 end = self.fmt.family.reasoning_end
-                reasoning = reasoning[: len(reasoning) - _held(reasoning, [end])].rstrip()
+                reasoning = reasoning[: len(reasoning) - held_back(reasoning, [end])].rstrip()
             self._send_reasoning(reasoning)
             if not closed:
                 return
@@ -321,7 +338,7 @@ class ReplyStream:
                 return None
             self._mode = "text"
             found = [i for m in self._markers if (i := answer.find(m)) >= 0]
-            text = answer[: min(found)] if found else answer[: len(answer) - _held(answer, self._markers)]
+            text = answer[: min(found)] if found else answer[: len(answer) - held_back(answer, self._markers)]
         # The finished turn strips its text as str.strip() does.
         text = text.lstrip()
         if self._text_open:
@@ -329,7 +346,7 @@ class ReplyStream:
                 return None
             text = text.removeprefix(self._text_open).lstrip()
         cut = cut_at_stop(text, self.stop)
-        text = cut if cut is not None else text[: len(text) - _held(text, self.stop)]
+        text = cut if cut is not None else text[: len(text) - held_back(text, self.stop)]
         return text.rstrip()
 
     def _send_reasoning(self, reasoning: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._prompt import Prompt
 from ..grammar import Grammar
 
-__all__ = ["Backend", "Generation", "TextFeed", "cut_at_stop"]
+__all__ = ["Backend", "Generation", "TextFeed", "cut_at_stop", "held_back"]
 
 
 @dataclass
@@ -40,9 +40,11 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str | None:
     return text[:hit] if hit >= 0 else None
 
 
-def _held(text: str, stop: Sequence[str]) -> int:
-    """How many characters at the end of ``text`` could be the start of a stop string."""
-    return max((n for s in stop for n in range(min(len(s) - 1, len(text)), 0, -1) if text.endswith(s[:n])), default=0)
+def held_back(text: str, openings: Sequence[str]) -> int:
+    """How many characters at the end of ``text`` could be the start of one of ``openings`` (a
+    stop string, a tag) not yet whole; a whole one is the caller's to find."""
+    return max((n for s in openings for n in range(min(len(s) - 1, len(text)), 0, -1) if text.endswith(s[:n])),
+               default=0)
 
 
 class TextFeed:
@@ -63,7 +65,7 @@ class TextFeed:
     def certain(self, text: str) -> str:
         """What of the text so far cannot change any more."""
         cut = cut_at_stop(text, self.stop)
-        text = cut if cut is not None else text[: len(text) - _held(text, self.stop)]
+        text = cut if cut is not None else text[: len(text) - held_back(text, self.stop)]
         return text.rstrip("\ufffd")
 
     def end(self, text: str) -> None:

@@ -21,7 +21,7 @@ import logging
 import secrets
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -43,7 +43,7 @@ from .._errors import (
     UsageError,
 )
 from .._model import ChatResult, Model
-from .._stream import StreamEvent
+from .._stream import StreamEvent, relay
 from ._openai import BadRequest, ChatRequest, ChunkWriter, completion_body, error_body, new_completion_id, parse_request
 
 __all__ = ["ServerConfig", "create_app", "serve"]
@@ -180,10 +180,6 @@ def _answer(model: Model, request: ChatRequest, cancel: threading.Event,
         return ChatResult(content=exc.raw, finish_reason="stop")
 
 
-def _either(*futures: asyncio.Future[Any]) -> set[asyncio.Future[Any]]:
-    return set(futures)
-
-
 def create_app(model: Model, config: ServerConfig) -> Any:
     """The ASGI app (Starlette) serving ``model``."""
     try:
@@ -275,17 +271,16 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         job = asyncio.ensure_future(worker.run(lambda: _answer(model, request, cancel, emit if request.stream else None)))
         # A stream its client left is not read to its end: its error (the cancel) is retrieved here.
         job.add_done_callback(lambda done: done.cancelled() or done.exception())
-        streaming, first = False, None
+        relayed = relay(events, job)
+        streaming = False
         try:
             if request.stream:
                 # The stream starts with the first event; what fails before it keeps its HTTP status.
-                first = asyncio.ensure_future(events.get())
-                await asyncio.wait(_either(first, job), return_when=asyncio.FIRST_COMPLETED)
-                if first.done():
+                first = await anext(relayed, None)
+                if first is not None:
                     streaming = True
-                    return StreamingResponse(stream(request, job, events, cancel, watcher, first.result()),
+                    return StreamingResponse(stream(request, job, relayed, cancel, watcher, first),
                                              media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
-                first.cancel()
             result = await job
         except _QueueFull as full:
             return busy(full)
@@ -294,16 +289,15 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         finally:
             # However this ends (this handler cancelled at shutdown, say), nothing may go on
             # generating for it; a stream that started ends it itself.
-            if first is not None and not first.done():
-                first.cancel()
             if not streaming:
+                await relayed.aclose()
                 cancel.set()
                 watcher.cancel()
                 job.cancel()
         completion_id = new_completion_id()
         if not request.stream:
             return JSONResponse(completion_body(result, model=config.model_name, completion_id=completion_id))
-        return StreamingResponse(stream(request, job, events, cancel, watcher), media_type="text/event-stream",
+        return StreamingResponse(stream(request, job, relayed, cancel, watcher), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-cache"})
 
     def busy(full: _QueueFull) -> Response:
@@ -318,7 +312,7 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         kind = "server_error" if status >= 500 else "invalid_request_error"
         return error(status, str(exc), kind=kind, code=code)
 
-    async def stream(request: ChatRequest, job: asyncio.Future[ChatResult], events: asyncio.Queue[StreamEvent],
+    async def stream(request: ChatRequest, job: asyncio.Future[ChatResult], relayed: AsyncGenerator[StreamEvent, None],
                      cancel: threading.Event, watcher: asyncio.Task[None],
                      first: StreamEvent | None = None) -> AsyncIterator[str]:
         """Server-sent events as the turn is generated; an error after the first one ends the
@@ -328,21 +322,11 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         def sse(chunk: dict[str, Any]) -> str:
             return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
-        getter: asyncio.Future[StreamEvent] | None = None
         try:
             yield sse(writer.opening())
             if first is not None and (chunk := writer.event(first)) is not None:
                 yield sse(chunk)
-            while not (job.done() and events.empty()):
-                if events.empty():
-                    getter = asyncio.ensure_future(events.get())
-                    await asyncio.wait(_either(getter, job), return_when=asyncio.FIRST_COMPLETED)
-                    if not getter.done():
-                        getter.cancel()
-                        continue
-                    event = getter.result()
-                else:
-                    event = events.get_nowait()
+            async for event in relayed:
                 if (chunk := writer.event(event)) is not None:
                     yield sse(chunk)
             try:
@@ -355,8 +339,7 @@ def create_app(model: Model, config: ServerConfig) -> Any:
                     yield sse(chunk)
             yield "data: [DONE]\n\n"
         finally:
-            if getter is not None:
-                getter.cancel()
+            await relayed.aclose()
             cancel.set()
             watcher.cancel()
 
