@@ -164,8 +164,8 @@ def _result(server: _Server, name: str, result: Any) -> Any:
     parts = []
     for item in _field(result, "content") or []:
         text = getattr(item, "text", None)
-        parts.append(text if isinstance(text, str) else f"[{getattr(item, 'type', 'content')} "
-                     f"{getattr(item, 'mime_type', None) or getattr(item, 'mimeType', None) or ''}]".replace(" ]", "]"))
+        kind = " ".join(filter(None, (getattr(item, "type", "content"), _field(item, "mime_type", "mimeType"))))
+        parts.append(text if isinstance(text, str) else f"[{kind}]")
     text = "\n".join(parts)
     if _field(result, "is_error", "isError"):
         raise RuntimeError(f"the MCP server {server.label} answered with an error: {text or '(no message)'}")
