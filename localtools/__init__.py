@@ -1,6 +1,19 @@
 """localtools: prompt-based, grammar-constrained tool calling for local open models."""
 
-from ._agent import Agent, AgentEvent, CallOutcome, CallTrace, RunDone, RunResult, StepDone, StepTrace, ToolResult
+from ._agent import (
+    Agent,
+    AgentEvent,
+    CallOutcome,
+    CallTrace,
+    Observer,
+    RunDone,
+    RunFailed,
+    RunResult,
+    RunStarted,
+    StepDone,
+    StepTrace,
+    ToolResult,
+)
 from ._catalog import catalog, pull
 from ._errors import (
     AgentError,
@@ -28,6 +41,7 @@ from ._errors import (
     ToolExecutionError,
     ToolNotAllowed,
     ToolTimeout,
+    ToolUnavailable,
     UnknownToolError,
     UnsupportedSchema,
     UsageError,
@@ -35,11 +49,12 @@ from ._errors import (
 from ._families import Family, families, get_family, register_family
 from ._load import BACKENDS, ENGINES, load
 from ._mcp import MCPTools, mcp_tools
+from ._middleware import CallContext, Middleware
 from ._model import ChatResult, Model
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
 from ._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStarted, TurnDone
-from ._tools import DESTRUCTIVE, Tool, ToolRegistry, tool
+from ._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
 from .backends.scripted import ScriptedBackend
 
 __version__ = "0.1.0"
@@ -48,11 +63,13 @@ __all__ = [
     "BACKENDS",
     "DESTRUCTIVE",
     "ENGINES",
+    "IDEMPOTENT",
     "Agent",
     "AgentError",
     "AgentEvent",
     "ApprovalDenied",
     "BackendNotInstalled",
+    "CallContext",
     "CallOutcome",
     "CallTrace",
     "ChatResult",
@@ -69,14 +86,18 @@ __all__ = [
     "MCPServerError",
     "MCPTools",
     "MaxStepsExceeded",
+    "Middleware",
     "MissingDependency",
     "Model",
     "ModelError",
+    "Observer",
     "Prompt",
     "ReasoningDelta",
     "RetryLimitExceeded",
     "RunDone",
+    "RunFailed",
     "RunResult",
+    "RunStarted",
     "ScriptedBackend",
     "StepDone",
     "StepTrace",
@@ -97,6 +118,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "ToolTimeout",
+    "ToolUnavailable",
     "TurnDone",
     "UnknownToolError",
     "UnsupportedSchema",

@@ -9,6 +9,7 @@ import inspect
 import json
 import threading
 import time
+import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -25,15 +26,18 @@ from ._errors import (
     ToolExecutionError,
     ToolNotAllowed,
     ToolTimeout,
+    ToolUnavailable,
     UnknownToolError,
     UsageError,
 )
+from ._middleware import CallContext, Middleware, chain
 from ._model import ChatResult, Model
 from ._parse import ToolCall
 from ._stream import StreamEvent, TurnDone, relay
 from ._tools import Tool, ToolRegistry
 
-__all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "RunDone", "RunResult", "StepDone", "StepTrace", "ToolResult"]
+__all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "Observer", "RunDone", "RunFailed", "RunResult", "RunStarted",
+           "StepDone", "StepTrace", "ToolResult"]
 
 Approver = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
 
@@ -51,6 +55,8 @@ class CallOutcome(StrEnum):
     TIMEOUT = "timeout"
     #: The tool function raised.
     RAISED = "raised"
+    #: Not run: a circuit breaker is open after repeated failures.
+    UNAVAILABLE = "unavailable"
 
     @property
     def is_model_mistake(self) -> bool:
@@ -69,6 +75,12 @@ class CallTrace:
     error: str | None = None
     seconds: float = 0.0
     outcome: CallOutcome = CallOutcome.OK
+    #: Answered from a result cache without running the tool.
+    cached: bool = False
+    #: Times the tool function ran (a retry middleware may run it more than once).
+    attempts: int = 1
+    #: What middleware recorded (e.g. seconds waited for a rate limit).
+    notes: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -95,6 +107,7 @@ class RunResult:
     answer: str
     messages: list[dict[str, Any]]
     trace: list[StepTrace]
+    run_id: str = ""
 
     def write_trace(self, path: str | Path) -> None:
         write_trace(self.trace, path)
@@ -164,6 +177,8 @@ class Agent:
         on_step: Callable[[StepTrace], None] | None = None,
         thinking: bool | None = None,
         reasoning_budget: int | None = None,
+        middleware: Sequence[Middleware] = (),
+        observers: Sequence[Observer] = (),
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -182,6 +197,8 @@ class Agent:
         self.on_step = on_step
         self.thinking = thinking
         self.reasoning_budget = reasoning_budget
+        self.middleware = list(middleware)
+        self.observers = list(observers)
 
     def run(self, question: str | list[dict[str, Any]]) -> RunResult:
         """Synchronous ``arun``; inside a running event loop use ``await agent.arun(...)``."""
@@ -209,9 +226,26 @@ class Agent:
                 yield event
 
     async def _steps(self, question: str | list[dict[str, Any]], *, live: bool) -> AsyncGenerator[AgentEvent, None]:
+        run_id = uuid.uuid4().hex[:12]
         messages = self._opening(question)
         tools = self.registry.list(self.allow)
-        state = _RunState()
+        self._observe(run_id, RunStarted(run_id, self.model.name, [dict(m) for m in messages], [t.name for t in tools]))
+        try:
+            async with contextlib.aclosing(self._loop(run_id, messages, tools, live=live)) as events:
+                async for event in events:
+                    self._observe(run_id, event)
+                    yield event
+        except BaseException as exc:
+            self._observe(run_id, RunFailed(exc))
+            raise
+
+    def _observe(self, run_id: str, event: ObservedEvent) -> None:
+        for observer in self.observers:
+            observer(run_id, event)
+
+    async def _loop(self, run_id: str, messages: list[dict[str, Any]], tools: list[Tool], *,
+                    live: bool) -> AsyncGenerator[AgentEvent, None]:
+        state = _RunState(run_id=run_id)
         for step in range(1, self.max_steps + 1):
             st = StepTrace(step=step, constrained=self.constrained, tool_choice=self._choice(step, state))
             state.trace.append(st)
@@ -228,7 +262,7 @@ class Agent:
             if not result.tool_calls:
                 self._notify(st)
                 yield StepDone(st)
-                yield RunDone(RunResult(answer=result.content, messages=messages, trace=state.trace))
+                yield RunDone(RunResult(answer=result.content, messages=messages, trace=state.trace, run_id=run_id))
                 return
             st.calls = await self._run_calls(result.tool_calls, state)
             state.repeated = any(c.outcome is CallOutcome.REPEATED for c in st.calls)
@@ -312,7 +346,7 @@ class Agent:
         for c in calls:
             if _call_key(c) not in state.done_calls:
                 first.setdefault(_call_key(c), c)
-        outcomes = await asyncio.gather(*(self._execute(c) for c in first.values()))
+        outcomes = await asyncio.gather(*(self._execute(c, state.run_id) for c in first.values()))
         executed = dict(zip(first, outcomes, strict=True))
         traces: list[CallTrace] = []
         for call in calls:
@@ -342,13 +376,17 @@ class Agent:
         if self.on_step is not None:
             self.on_step(st)
 
-    async def _execute(self, call: ToolCall) -> CallTrace:
+    async def _execute(self, call: ToolCall, run_id: str) -> CallTrace:
         started = time.perf_counter()
+        ctx: CallContext | None = None
 
         def done(result: str, outcome: CallOutcome = CallOutcome.OK, detail: str = "") -> CallTrace:
             error = None if outcome is CallOutcome.OK else f"{outcome.value}: {detail}" if detail else outcome.value
-            return CallTrace(call.id, call.name, call.arguments, outcome is CallOutcome.OK, result, error,
-                             time.perf_counter() - started, outcome)
+            trace = CallTrace(call.id, call.name, call.arguments, outcome is CallOutcome.OK, result, error,
+                              time.perf_counter() - started, outcome)
+            if ctx is not None:
+                trace.cached, trace.attempts, trace.notes = ctx.cached, ctx.attempt, ctx.notes
+            return trace
 
         try:
             tool = self.registry.get(call.name, self.allow)
@@ -363,11 +401,14 @@ class Agent:
         try:
             if tool.destructive:
                 await self._check_approval(call, tool)
-            value = await self._invoke(tool, validated)
+            ctx = CallContext(run_id, tool, call, validated)
+            value = await chain([*self.middleware, *tool.middleware], _invoke)(ctx)
         except ApprovalDenied as exc:
             return done(f"Error: {exc}.", CallOutcome.NOT_APPROVED)
         except ToolTimeout as exc:
             return done(f"Error: {exc}.", CallOutcome.TIMEOUT)
+        except ToolUnavailable as exc:
+            return done(f"Error: {exc}. Do not call it again now; answer with what you have.", CallOutcome.UNAVAILABLE)
         except ToolExecutionError as exc:
             return done(f"Error: {exc}", CallOutcome.RAISED)
         return done(_to_text(value))
@@ -381,16 +422,19 @@ class Agent:
         if not verdict:
             raise ApprovalDenied(f"the call to {tool.name!r} was not approved; it was not run")
 
-    async def _invoke(self, tool: Tool, validated: dict[str, Any]) -> Any:
-        bound = tool.bind(validated)
-        try:
-            if tool.is_async:
-                return await asyncio.wait_for(bound(), tool.timeout)
-            return await _run_sync(bound, tool.timeout)
-        except TimeoutError:
-            raise ToolTimeout(f"tool {tool.name!r} did not finish within {tool.timeout} s") from None
-        except Exception as exc:
-            raise ToolExecutionError(f"tool {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
+
+async def _invoke(ctx: CallContext) -> Any:
+    """The innermost step: the tool function under its timeout, its errors typed."""
+    tool = ctx.tool
+    bound = tool.bind(ctx.arguments)
+    try:
+        if tool.is_async:
+            return await asyncio.wait_for(bound(), tool.timeout)
+        return await _run_sync(bound, tool.timeout)
+    except TimeoutError:
+        raise ToolTimeout(f"tool {tool.name!r} did not finish within {tool.timeout} s") from None
+    except Exception as exc:
+        raise ToolExecutionError(f"tool {tool.name!r} raised {type(exc).__name__}: {exc}") from exc
 
 
 @dataclass(frozen=True)
@@ -415,6 +459,30 @@ class RunDone:
 
 
 AgentEvent = StreamEvent | ToolResult | StepDone | RunDone
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """For observers: a run began (``model``: the model's name; ``tools``: the names it may call)."""
+
+    run_id: str
+    model: str
+    messages: list[dict[str, Any]]
+    tools: list[str]
+
+
+@dataclass(frozen=True)
+class RunFailed:
+    """For observers: the run ended with ``error`` (raised to the caller), or was left early
+    (``GeneratorExit``)."""
+
+    error: BaseException
+
+
+ObservedEvent = AgentEvent | RunStarted | RunFailed
+#: Called with the run's id and each event as it happens (the agent's events, ``RunStarted``
+#: first and ``RunFailed`` when the run raises). Observers see; they never change a run.
+Observer = Callable[[str, ObservedEvent], None]
 
 
 async def _live(chat: Callable[..., ChatResult]) -> AsyncGenerator[StreamEvent, None]:
@@ -442,6 +510,7 @@ async def _live(chat: Callable[..., ChatResult]) -> AsyncGenerator[StreamEvent, 
 
 @dataclass
 class _RunState:
+    run_id: str = ""
     trace: list[StepTrace] = field(default_factory=list)
     #: Unusable turns in a row (unparsable, cut, or every call a model mistake).
     failures: int = 0

@@ -13,6 +13,7 @@
     │   ├── ToolExecutionError             the tool function raised (``__cause__``)
     │   ├── ToolTimeout (TimeoutError)
     │   ├── ApprovalDenied (PermissionError)
+    │   ├── ToolUnavailable                a circuit breaker is open after repeated failures
     │   └── MCPServerError                 an MCP server that cannot be started, or exited
     ├── GenerationTruncated                max_tokens cut a call
     ├── GenerationCancelled                the caller's cancel check stopped generation
@@ -66,6 +67,7 @@ __all__ = [
     "ToolExecutionError",
     "ToolNotAllowed",
     "ToolTimeout",
+    "ToolUnavailable",
     "UnknownToolError",
     "UnsupportedSchema",
     "UsageError",
@@ -140,6 +142,10 @@ class ToolTimeout(ToolError, TimeoutError):
 
 class ApprovalDenied(ToolError, PermissionError):
     """A destructive tool was not approved."""
+
+
+class ToolUnavailable(ToolError):
+    """A tool not called because it failed too often lately (a circuit breaker is open)."""
 
 
 class MCPServerError(ToolError):

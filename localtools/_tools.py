@@ -14,10 +14,13 @@ from pydantic import BaseModel
 from ._errors import ToolArgumentsError, ToolDefinitionError, ToolNotAllowed, UnknownToolError
 from ._schema import function_schema, model_schema, name_problem, spec_problems
 
-__all__ = ["DESTRUCTIVE", "Tool", "ToolRegistry", "tool"]
+__all__ = ["DESTRUCTIVE", "IDEMPOTENT", "Tool", "ToolRegistry", "tool"]
 
 #: Tag that marks a tool whose calls need approval before they run.
 DESTRUCTIVE = "destructive"
+#: Tag that marks a tool whose calls may run twice with the same effect: only these are retried
+#: or answered from a cache.
+IDEMPOTENT = "idempotent"
 DEFAULT_TIMEOUT = 30.0
 
 
@@ -34,11 +37,20 @@ class Tool:
     args_model: type[BaseModel] | None = None
     #: How validated arguments reach ``fn``: "kwargs" or "model" (one model instance).
     call_style: str = "kwargs"
+    #: Execution middleware for this tool alone, outermost first, inside the agent's own.
+    middleware: tuple[Any, ...] = ()
+    #: What of a result reaches the model (``localtools.Full``, ``Truncate``, ``Pick``,
+    #: ``Summarize``); ``None``: the agent's default.
+    result: Any = None
     _validator: Any = field(default=None, repr=False, compare=False)
 
     @property
     def destructive(self) -> bool:
         return DESTRUCTIVE in self.tags
+
+    @property
+    def idempotent(self) -> bool:
+        return IDEMPOTENT in self.tags
 
     @property
     def is_async(self) -> bool:
@@ -61,7 +73,10 @@ class Tool:
         description: str | None = None,
         tags: Iterable[str] = (),
         destructive: bool = False,
+        idempotent: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
+        middleware: Sequence[Any] = (),
+        result: Any = None,
     ) -> Tool:
         """Describe ``fn`` from its signature, type hints and Google/NumPy/reST docstring."""
         tool_name = str(name or getattr(fn, "__name__", ""))
@@ -79,8 +94,10 @@ class Tool:
             description=description if description is not None else built.description,
             parameters=built.parameters,
             fn=fn,
-            tags=_tags(tags, destructive),
+            tags=_tags(tags, destructive, idempotent),
             timeout=timeout,
+            middleware=tuple(middleware),
+            result=result,
             args_model=built.args_model,
         )
 
@@ -94,7 +111,10 @@ class Tool:
         description: str | None = None,
         tags: Iterable[str] = (),
         destructive: bool = False,
+        idempotent: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
+        middleware: Sequence[Any] = (),
+        result: Any = None,
     ) -> Tool:
         """A tool whose arguments are the fields of a pydantic model.
 
@@ -121,8 +141,10 @@ class Tool:
             description=doc.strip(),
             parameters=params,
             fn=fn,
-            tags=_tags(tags, destructive),
+            tags=_tags(tags, destructive, idempotent),
             timeout=timeout,
+            middleware=tuple(middleware),
+            result=result,
             args_model=model,
             call_style=style,
         )
@@ -135,7 +157,10 @@ class Tool:
         *,
         tags: Iterable[str] = (),
         destructive: bool = False,
+        idempotent: bool = False,
         timeout: float | None = DEFAULT_TIMEOUT,
+        middleware: Sequence[Any] = (),
+        result: Any = None,
     ) -> Tool:
         """A tool from an OpenAI-style spec (``{"type": "function", "function": {...}}`` or the inner dict)."""
         inner = spec.get("function", spec) if isinstance(spec, dict) else None
@@ -156,8 +181,10 @@ class Tool:
             description=description,
             parameters=params,
             fn=fn,
-            tags=_tags(tags, destructive),
+            tags=_tags(tags, destructive, idempotent),
             timeout=timeout,
+            middleware=tuple(middleware),
+            result=result,
             _validator=jsonschema.validators.validator_for(params, default=jsonschema.Draft202012Validator)(params),
         )
 
@@ -193,9 +220,9 @@ class Tool:
         return lambda: self.fn(**validated)
 
 
-def _tags(tags: Iterable[str], destructive: bool) -> frozenset[str]:
-    out = frozenset(tags)
-    return out | {DESTRUCTIVE} if destructive else out
+def _tags(tags: Iterable[str], destructive: bool, idempotent: bool) -> frozenset[str]:
+    flags = {DESTRUCTIVE: destructive, IDEMPOTENT: idempotent}
+    return frozenset(tags) | {tag for tag, on in flags.items() if on}
 
 
 @overload
@@ -207,7 +234,10 @@ def tool(
     description: str | None = None,
     tags: Iterable[str] = (),
     destructive: bool = False,
+    idempotent: bool = False,
     timeout: float | None = DEFAULT_TIMEOUT,
+    middleware: Sequence[Any] = (),
+    result: Any = None,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Decorator: ``@tool`` or ``@tool(tags={"read"}, timeout=5)`` turns a function into a ``Tool``."""
@@ -278,5 +308,6 @@ class ToolRegistry:
 
 
 def _allowed(t: Tool, allow: Sequence[str] | None) -> bool:
-    # Untagged tools count as plain reads, so an allow-list of {"read"} still sees them.
-    return allow is None or (t.tags or {"read"}) <= set(allow)
+    # Untagged tools count as plain reads, so an allow-list of {"read"} still sees them;
+    # "idempotent" says how a tool may be run, not who may run it.
+    return allow is None or ((t.tags - {IDEMPOTENT}) or {"read"}) <= set(allow)
