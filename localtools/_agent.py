@@ -10,7 +10,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from pathlib import Path
@@ -33,6 +33,7 @@ from ._errors import (
 from ._middleware import CallContext, Middleware, chain
 from ._model import ChatResult, Model
 from ._parse import ToolCall
+from ._runfile import Pending, Replay, RunLog, replay, tool_message
 from ._stream import StreamEvent, TurnDone, relay
 from ._tools import Tool, ToolRegistry
 
@@ -62,6 +63,11 @@ class CallOutcome(StrEnum):
     def is_model_mistake(self) -> bool:
         """The model's fault (a name or arguments it got wrong): counts against ``max_retries``."""
         return self in (CallOutcome.UNKNOWN_TOOL, CallOutcome.NOT_ALLOWED, CallOutcome.INVALID_ARGUMENTS)
+
+    @property
+    def tool_failed(self) -> bool:
+        """The tool, not the model, failed: a resumed run calls it again."""
+        return self in (CallOutcome.TIMEOUT, CallOutcome.RAISED, CallOutcome.UNAVAILABLE)
 
 
 @dataclass
@@ -100,6 +106,8 @@ class StepTrace:
     reasoning: str = ""
     calls: list[CallTrace] = field(default_factory=list)
     error: str | None = None
+    #: The tools offered this turn, when a router picked them (``None``: every allowed tool).
+    offered: list[str] | None = None
 
 
 @dataclass
@@ -179,6 +187,7 @@ class Agent:
         reasoning_budget: int | None = None,
         middleware: Sequence[Middleware] = (),
         observers: Sequence[Observer] = (),
+        router: Any = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -199,58 +208,90 @@ class Agent:
         self.reasoning_budget = reasoning_budget
         self.middleware = list(middleware)
         self.observers = list(observers)
+        self.router = router
 
-    def run(self, question: str | list[dict[str, Any]]) -> RunResult:
+    def run(self, question: str | list[dict[str, Any]], *, run_file: str | Path | None = None) -> RunResult:
         """Synchronous ``arun``; inside a running event loop use ``await agent.arun(...)``."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun(question))
-        raise UsageError("Agent.run() was called inside an event loop; use 'await agent.arun(...)'")
+        return _sync(self.arun(question, run_file=run_file), "run")
 
-    async def arun(self, question: str | list[dict[str, Any]]) -> RunResult:
-        async with contextlib.aclosing(self._steps(question, live=False)) as events:
-            async for event in events:
-                if isinstance(event, RunDone):
-                    return event.result
-        raise AssertionError("a run ends with RunDone or an error")  # pragma: no cover
+    def resume(self, run_file: str | Path) -> RunResult:
+        """Synchronous ``aresume``."""
+        return _sync(self.aresume(run_file), "resume")
 
-    async def astream(self, question: str | list[dict[str, Any]]) -> AsyncIterator[AgentEvent]:
+    async def arun(self, question: str | list[dict[str, Any]], *, run_file: str | Path | None = None) -> RunResult:
+        """Run until the model answers. ``run_file``: a new file the run's state is written to as
+        it happens (every turn, each call before it runs and after), so ``resume`` can continue it
+        if the process dies."""
+        return await _result_of(self._steps(question, live=False, run_file=run_file))
+
+    async def aresume(self, run_file: str | Path) -> RunResult:
+        """Continue the run written to ``run_file`` by an agent with the same tools: calls that
+        finished are not run again; calls of the interrupted turn that did not finish, or failed
+        in the tool (raised, timed out, unavailable), run again; then the loop goes on, within the
+        same ``max_steps``. A run that had ended returns its answer."""
+        return await _result_of(self._steps(None, live=False, resume_from=run_file))
+
+    async def astream(self, question: str | list[dict[str, Any]], *,
+                      run_file: str | Path | None = None) -> AsyncIterator[AgentEvent]:
         """``arun`` as events while it runs: each model turn's (see ``Model.stream``; a turn
         ends with ``TurnDone``), a ``ToolResult`` for each call, ``StepDone`` after each step
         (its trace; ``error`` set when the turn was unusable and fed back) and last ``RunDone``
         with the same ``RunResult`` that ``arun`` returns. ``arun``'s errors are raised here."""
         # Each level closes the one below it, so leaving early stops the generation at once.
-        async with contextlib.aclosing(self._steps(question, live=True)) as events:
+        async with contextlib.aclosing(self._steps(question, live=True, run_file=run_file)) as events:
             async for event in events:
                 yield event
 
-    async def _steps(self, question: str | list[dict[str, Any]], *, live: bool) -> AsyncGenerator[AgentEvent, None]:
-        run_id = uuid.uuid4().hex[:12]
-        messages = self._opening(question)
+    async def _steps(self, question: str | list[dict[str, Any]] | None, *, live: bool, run_file: str | Path | None = None,
+                     resume_from: str | Path | None = None) -> AsyncGenerator[AgentEvent, None]:
         tools = self.registry.list(self.allow)
+        pending: Pending | None = None
+        if resume_from is not None:
+            replayed = replay(resume_from)
+            state = _RunState.resumed(replayed)
+            messages, pending = replayed.messages, replayed.pending
+            if replayed.answer is None:
+                state.log = RunLog.reopen(resume_from)
+        else:
+            assert question is not None
+            state = _RunState(run_id=uuid.uuid4().hex[:12])
+            messages = self._opening(question)
+            if run_file is not None:
+                state.log = RunLog.create(run_file, state.run_id, messages, [t.name for t in tools])
+        run_id = state.run_id
         self._observe(run_id, RunStarted(run_id, self.model.name, [dict(m) for m in messages], [t.name for t in tools]))
         try:
-            async with contextlib.aclosing(self._loop(run_id, messages, tools, live=live)) as events:
+            if resume_from is not None and state.log is None:  # the run had ended
+                yield RunDone(RunResult(answer=replayed.answer or "", messages=messages, trace=state.trace, run_id=run_id))
+                return
+            async with contextlib.aclosing(self._loop(messages, tools, state, live=live, pending=pending)) as events:
                 async for event in events:
                     self._observe(run_id, event)
                     yield event
         except BaseException as exc:
             self._observe(run_id, RunFailed(exc))
             raise
+        finally:
+            if state.log is not None:
+                state.log.close()
 
     def _observe(self, run_id: str, event: ObservedEvent) -> None:
         for observer in self.observers:
             observer(run_id, event)
 
-    async def _loop(self, run_id: str, messages: list[dict[str, Any]], tools: list[Tool], *,
-                    live: bool) -> AsyncGenerator[AgentEvent, None]:
-        state = _RunState(run_id=run_id)
-        for step in range(1, self.max_steps + 1):
+    async def _loop(self, messages: list[dict[str, Any]], tools: list[Tool], state: _RunState, *, live: bool,
+                    pending: Pending | None = None) -> AsyncGenerator[AgentEvent, None]:
+        if pending is not None:  # resumed between a turn and the end of its calls
+            async with contextlib.aclosing(self._calls(pending.step, pending.calls, messages, state,
+                                                       pending.finished)) as events:
+                async for event in events:
+                    yield event
+        for step in range(len(state.trace) + 1, self.max_steps + 1):
             st = StepTrace(step=step, constrained=self.constrained, tool_choice=self._choice(step, state))
             state.trace.append(st)
+            offered = self._offer(messages, tools, state, st)
             result = None
-            async with contextlib.aclosing(self._reply(messages, tools, st, state, live=live)) as turn:
+            async with contextlib.aclosing(self._reply(messages, offered, st, state, live=live)) as turn:
                 async for event in turn:
                     if isinstance(event, TurnDone):
                         result = event.result
@@ -259,24 +300,37 @@ class Agent:
                 yield StepDone(st)
                 continue
             messages.append(result.message())
+            if state.log is not None:
+                state.log.turn(st, messages[-1], result.tool_calls)
             if not result.tool_calls:
+                if state.log is not None:
+                    state.log.end(result.content)
                 self._notify(st)
                 yield StepDone(st)
-                yield RunDone(RunResult(answer=result.content, messages=messages, trace=state.trace, run_id=run_id))
+                yield RunDone(RunResult(answer=result.content, messages=messages, trace=state.trace, run_id=state.run_id))
                 return
-            st.calls = await self._run_calls(result.tool_calls, state)
-            state.repeated = any(c.outcome is CallOutcome.REPEATED for c in st.calls)
-            for done in st.calls:
-                messages.append({"role": "tool", "tool_call_id": done.id, "name": done.name, "content": done.result})
-                yield ToolResult(done)
-            self._notify(st)
-            yield StepDone(st)
-            self._count_mistakes(st, state, messages)
+            async with contextlib.aclosing(self._calls(st, result.tool_calls, messages, state)) as events:
+                async for event in events:
+                    yield event
         raise MaxStepsExceeded(
             f"no final answer after max_steps={self.max_steps} model turns; raise max_steps or check the trace",
             messages,
             state.trace,
         )
+
+    async def _calls(self, st: StepTrace, calls: list[ToolCall], messages: list[dict[str, Any]], state: _RunState,
+                     finished: dict[str, CallTrace] | None = None) -> AsyncGenerator[AgentEvent, None]:
+        """A turn's calls: run (``finished``: traces of calls that already ran, kept), results
+        fed back, the step closed."""
+        state.called += [c.name for c in calls if c.name not in state.called]
+        st.calls = await self._run_calls(calls, state, st.step, finished or {})
+        state.repeated = any(c.outcome is CallOutcome.REPEATED for c in st.calls)
+        for done in st.calls:
+            messages.append(tool_message(done))
+            yield ToolResult(done)
+        self._notify(st)
+        yield StepDone(st)
+        self._count_mistakes(st, state, messages)
 
     def _opening(self, question: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
         if isinstance(question, str):
@@ -286,6 +340,18 @@ class Agent:
         if self.system and not (messages and messages[0].get("role") == "system"):
             messages.insert(0, {"role": "system", "content": self.system})
         return messages
+
+    def _offer(self, messages: list[dict[str, Any]], tools: list[Tool], state: _RunState, st: StepTrace) -> list[Tool]:
+        """The tools this turn may call: all, or what the router picks (a tool called earlier in
+        the run stays offered, so the model can call it again)."""
+        if self.router is None:
+            return tools
+        keep = set(state.called)
+        if st.tool_choice not in ("auto", "required", "none"):
+            keep.add(st.tool_choice)  # a named choice is offered whatever the router thinks
+        offered: list[Tool] = list(self.router.select(messages, tools, keep=keep))
+        st.offered = [t.name for t in offered]
+        return offered
 
     def _choice(self, step: int, state: _RunState) -> str:
         if state.repeated:
@@ -333,6 +399,8 @@ class Agent:
                 ) from exc
             messages.append({"role": "assistant", "content": exc.raw})
             messages.append({"role": "user", "content": _feedback(exc)})
+            if state.log is not None:
+                state.log.unusable(st, messages[-2:], state.failures)
             return
         st.prompt_tokens, st.completion_tokens = result.prompt_tokens, result.completion_tokens
         st.latency, st.raw, st.reasoning = result.latency, result.raw, result.reasoning
@@ -340,18 +408,25 @@ class Agent:
         st.attempts = result.attempts
         yield TurnDone(result)
 
-    async def _run_calls(self, calls: list[ToolCall], state: _RunState) -> list[CallTrace]:
-        """Runs the calls concurrently; identical calls (in this turn or repeating an earlier one) run once."""
+    async def _run_calls(self, calls: list[ToolCall], state: _RunState, step: int,
+                         finished: dict[str, CallTrace]) -> list[CallTrace]:
+        """Runs the calls concurrently; identical calls (in this turn or repeating an earlier one)
+        run once; a call in ``finished`` (a resumed run's) keeps its outcome unless the tool failed."""
+        kept = {i: t for i, t in finished.items() if not t.outcome.tool_failed}
         first: dict[str, ToolCall] = {}
         for c in calls:
-            if _call_key(c) not in state.done_calls:
+            if c.id not in kept and _call_key(c) not in state.done_calls:
                 first.setdefault(_call_key(c), c)
-        outcomes = await asyncio.gather(*(self._execute(c, state.run_id) for c in first.values()))
+        outcomes = await asyncio.gather(*(self._logged(c, state, step) for c in first.values()))
         executed = dict(zip(first, outcomes, strict=True))
         traces: list[CallTrace] = []
         for call in calls:
             key = _call_key(call)
-            if first.get(key) is call:
+            if call.id in kept:
+                traces.append(kept[call.id])
+                if kept[call.id].outcome is CallOutcome.OK:
+                    state.done_calls[key] = kept[call.id].result
+            elif first.get(key) is call:
                 traces.append(executed[key])
                 if executed[key].ok:
                     state.done_calls[key] = executed[key].result
@@ -369,12 +444,22 @@ class Agent:
         """A turn whose every call was a model mistake uses up a retry; any other turn resets them."""
         mistakes = [c for c in st.calls if c.outcome.is_model_mistake]
         state.failures = state.failures + 1 if len(mistakes) == len(st.calls) else 0
+        if state.log is not None:
+            state.log.step_done(st.step, state.failures, state.repeated)
         if state.failures > self.max_retries:
             raise RetryLimitExceeded(f"the model kept making invalid calls ({mistakes[-1].error})", messages, state.trace)
 
     def _notify(self, st: StepTrace) -> None:
         if self.on_step is not None:
             self.on_step(st)
+
+    async def _logged(self, call: ToolCall, state: _RunState, step: int) -> CallTrace:
+        if state.log is not None:
+            state.log.call_started(step, call)
+        trace = await self._execute(call, state.run_id)
+        if state.log is not None:
+            state.log.call_done(step, trace)
+        return trace
 
     async def _execute(self, call: ToolCall, run_id: str) -> CallTrace:
         started = time.perf_counter()
@@ -511,13 +596,43 @@ async def _live(chat: Callable[..., ChatResult]) -> AsyncGenerator[StreamEvent, 
 @dataclass
 class _RunState:
     run_id: str = ""
+    log: RunLog | None = None
     trace: list[StepTrace] = field(default_factory=list)
     #: Unusable turns in a row (unparsable, cut, or every call a model mistake).
     failures: int = 0
     #: Result of each call that ran, by name and arguments.
     done_calls: dict[str, str] = field(default_factory=dict)
+    #: Names of the tools the model called this run.
+    called: list[str] = field(default_factory=list)
     #: The last turn repeated a call that already ran.
     repeated: bool = False
+
+    @classmethod
+    def resumed(cls, replayed: Replay) -> _RunState:
+        state = cls(run_id=replayed.run_id, trace=replayed.trace, failures=replayed.failures, repeated=replayed.repeated)
+        state.done_calls = {_call_key(call): result for call, result in replayed.done_calls}
+        for step in replayed.trace:
+            state.called += [c.name for c in step.calls if c.name not in state.called]
+        if replayed.pending is not None:
+            state.called += [c.name for c in replayed.pending.calls if c.name not in state.called]
+        return state
+
+
+def _sync(run: Coroutine[Any, Any, RunResult], name: str) -> RunResult:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(run)
+    run.close()
+    raise UsageError(f"Agent.{name}() was called inside an event loop; use 'await agent.a{name}(...)'")
+
+
+async def _result_of(events: AsyncGenerator[AgentEvent, None]) -> RunResult:
+    async with contextlib.aclosing(events) as running:
+        async for event in running:
+            if isinstance(event, RunDone):
+                return event.result
+    raise AssertionError("a run ends with RunDone or an error")  # pragma: no cover
 
 
 def _call_key(call: ToolCall) -> str:

@@ -1,0 +1,200 @@
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from localtools import Agent, CallOutcome, DataError, MaxStepsExceeded, Model, ScriptedBackend, Tool, UsageError
+from localtools._runfile import replay
+
+sys.path.insert(0, str(Path(__file__).parent))
+import resumable_run
+
+SCRIPT = Path(__file__).with_name("resumable_run.py")
+
+
+def tc(name: str, **args: object) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
+
+
+def records(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def counts(workdir: Path) -> dict[str, int]:
+    return {p.stem: int(p.read_text()) for p in workdir.glob("*.count")}
+
+
+def kill_in_first_turn(tmp_path: Path, model: str | None) -> Path:
+    """Start the run in a child process and kill it while ``ship_order`` hangs."""
+    run_file = tmp_path / "run.jsonl"
+    cmd = [sys.executable, str(SCRIPT), str(run_file), str(tmp_path)] + ([model] if model else [])
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            if child.poll() is not None:
+                out, err = child.communicate()
+                pytest.fail(f"the run ended before it was killed: {out}\n{err}")
+            if run_file.exists():
+                states = {(r.get("name"), r.get("state")) for r in records(run_file) if r["kind"] == "call"}
+                if ("ship_order", "running") in states and counts(tmp_path).get("ship_order") == 1:
+                    break
+            time.sleep(0.05)
+        else:
+            pytest.fail("ship_order never started")
+    finally:
+        if child.poll() is None:
+            os.kill(child.pid, signal.SIGKILL)
+        child.wait()
+    return run_file
+
+
+def test_a_killed_run_resumes_without_running_a_finished_call_again(tmp_path: Path) -> None:
+    run_file = kill_in_first_turn(tmp_path, None)
+    assert counts(tmp_path) == {"check_stock": 1, "ship_order": 1}
+    # The file holds the turn and check_stock's result; ship_order never finished.
+    done = {r["trace"]["name"] for r in records(run_file) if r["kind"] == "call" and r["state"] == "done"}
+    assert done == {"check_stock"}
+
+    backend = ScriptedBackend(["Order 42 has shipped."])  # the first turn is on file: only the answer is left
+    agent = Agent(Model(backend, family="qwen2.5"), resumable_run.tools(tmp_path), max_steps=4)
+    result = agent.resume(run_file)
+
+    assert result.answer == "Order 42 has shipped."
+    assert counts(tmp_path) == {"check_stock": 1, "ship_order": 2}
+    assert len(backend.prompts) == 1
+    assert [s.step for s in result.trace] == [1, 2]
+    calls = result.trace[0].calls
+    assert [(c.name, c.outcome) for c in calls] == [("check_stock", CallOutcome.OK), ("ship_order", CallOutcome.OK)]
+    # Each result is paired to its call's id, in the order of the calls.
+    ids = [c["id"] for c in result.messages[1]["tool_calls"]]
+    assert [m["tool_call_id"] for m in result.messages if m["role"] == "tool"] == ids
+    assert result.messages[-2]["content"] == "order 42 shipped"
+    assert '"in_stock": 12' in backend.prompts[0].text and "order 42 shipped" in backend.prompts[0].text
+    # The file now ends with the answer: resuming again runs nothing.
+    assert records(run_file)[-1] == {"kind": "end", "answer": "Order 42 has shipped."}
+    again = Agent(Model(ScriptedBackend([]), family="qwen2.5"), resumable_run.tools(tmp_path)).resume(run_file)
+    assert again.answer == result.answer and counts(tmp_path) == {"check_stock": 1, "ship_order": 2}
+
+
+@pytest.mark.model
+def test_a_killed_run_on_real_weights_resumes(tmp_path: Path, qwen: Model) -> None:
+    run_file = kill_in_first_turn(tmp_path, "qwen2.5-coder-0.5b")
+    turns = [r for r in records(run_file) if r["kind"] == "turn"]
+    interrupted = turns[-1]["step"]
+    assert "ship_order" in {c["name"] for c in turns[-1]["calls"]}
+    before = counts(tmp_path)
+    result = Agent(qwen, resumable_run.tools(tmp_path), max_steps=4).resume(run_file)
+    after = counts(tmp_path)
+
+    def ran(name: str) -> int:  # executions after the kill, by the resumed run's trace
+        later = [c for s in result.trace[interrupted:] for c in s.calls]
+        return sum(c.name == name and c.outcome is CallOutcome.OK for c in later)
+
+    # The hung call ran again once; nothing that had finished ran again.
+    assert after["ship_order"] == before["ship_order"] + 1 + ran("ship_order")
+    assert after.get("check_stock", 0) == before.get("check_stock", 0) + ran("check_stock")
+    resumed = {c.name: c for c in result.trace[interrupted - 1].calls}
+    assert resumed["ship_order"].ok and resumed["ship_order"].result == "order 42 shipped"
+    assert result.answer
+
+
+def test_a_turn_that_failed_in_the_tool_runs_again_and_one_that_was_refused_does_not(tmp_path: Path) -> None:
+    flaky = {"n": 0}
+
+    def fetch(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: Where.
+        """
+        flaky["n"] += 1
+        raise RuntimeError("network down")
+
+    def delete(path: str) -> str:
+        """Delete a file.
+
+        Args:
+            path: Which.
+        """
+        raise AssertionError("never approved, never run")
+
+    tools = [Tool.from_function(fetch), Tool.from_function(delete, destructive=True)]
+    run_file = tmp_path / "run.jsonl"
+    backend = ScriptedBackend([tc("fetch", url="u") + "\n" + tc("delete", path="p"), "gave up"])
+    Agent(Model(backend, family="qwen2.5"), tools).run("go", run_file=run_file)
+    # Cut the file after the first step's call records, as a kill before the step record would.
+    lines = run_file.read_text().splitlines()
+    cut = max(i for i, line in enumerate(lines) if json.loads(line)["kind"] == "call") + 1
+    run_file.write_text("\n".join(lines[:cut]) + "\n")
+    flaky["n"] = 0
+
+    def fetch_ok(url: str) -> str:
+        """Fetch a page.
+
+        Args:
+            url: Where.
+        """
+        flaky["n"] += 1
+        return "page"
+
+    backend = ScriptedBackend(["done"])
+    result = Agent(Model(backend, family="qwen2.5"), [Tool.from_function(fetch_ok, name="fetch"), tools[1]]).resume(run_file)
+    assert flaky["n"] == 1  # the raised call ran again
+    outcomes = {c.name: c.outcome for c in result.trace[0].calls}
+    assert outcomes == {"fetch": CallOutcome.OK, "delete": CallOutcome.NOT_APPROVED}
+    assert result.answer == "done"
+
+
+def test_a_run_killed_while_the_model_wrote_redoes_that_turn_only(tmp_path: Path) -> None:
+    run_file = tmp_path / "run.jsonl"
+    backend = ScriptedBackend([tc("check_stock", item="A-7"), tc("ship_order", order_id=42), "shipped"])
+    (tmp_path / "ship_order.count").write_text("1")  # ship_order does not hang
+    Agent(Model(backend, family="qwen2.5"), resumable_run.tools(tmp_path)).run("go", run_file=run_file)
+    lines = run_file.read_text().splitlines()
+    # Keep step 1 whole and half of step 2's turn record: the kill came while it was written.
+    second = next(i for i, line in enumerate(lines) if json.loads(line).get("kind") == "turn" and json.loads(line)["step"] == 2)
+    run_file.write_text("\n".join(lines[:second]) + "\n" + lines[second][:20])
+    backend = ScriptedBackend([tc("ship_order", order_id=42), "shipped"])
+    result = Agent(Model(backend, family="qwen2.5"), resumable_run.tools(tmp_path)).resume(run_file)
+    assert result.answer == "shipped" and [s.step for s in result.trace] == [1, 2, 3]
+    assert counts(tmp_path) == {"check_stock": 1, "ship_order": 3}
+    # The torn record was cut away: the file reads back whole, ending with the answer.
+    replayed = replay(run_file)
+    assert replayed.answer == "shipped" and [s.step for s in replayed.trace] == [1, 2, 3]
+
+
+def test_the_step_limit_holds_across_a_resume(tmp_path: Path) -> None:
+    run_file = tmp_path / "run.jsonl"
+    (tmp_path / "ship_order.count").write_text("1")
+    loop = [tc("check_stock", item=f"A-{i}") for i in range(5)]
+    backend = ScriptedBackend(loop[:2])
+    agent = Agent(Model(backend, family="qwen2.5"), resumable_run.tools(tmp_path), max_steps=3)
+    with pytest.raises(UsageError, match="no replies left"):  # the script ends after two turns: the process "died"
+        agent.run("go", run_file=run_file)
+    backend = ScriptedBackend(loop[2:])
+    with pytest.raises(MaxStepsExceeded):
+        Agent(Model(backend, family="qwen2.5"), resumable_run.tools(tmp_path), max_steps=3).resume(run_file)
+    assert len(backend.prompts) == 1  # steps 1 and 2 were on file; one more reached the limit
+
+
+def test_run_file_errors_are_typed(tmp_path: Path) -> None:
+    run_file = tmp_path / "run.jsonl"
+    run_file.write_text("")
+    agent = Agent(Model(ScriptedBackend(["hi"]), family="qwen2.5"), [])
+    with pytest.raises(UsageError, match="already exists"):
+        agent.run("go", run_file=run_file)
+    with pytest.raises(DataError, match="not a localtools run file"):
+        agent.resume(run_file)
+    with pytest.raises(UsageError, match="no run file"):
+        agent.resume(tmp_path / "missing.jsonl")
+    run_file.write_text('{"kind": "run", "version": 1, "run_id": "x", "messages": [], "tools": []}\nnot json\n{}\n')
+    with pytest.raises(DataError, match=":2 is not a JSON record"):
+        agent.resume(run_file)
