@@ -20,7 +20,7 @@ $(TEST_STAMP): $(DEMO_STAMP)
 	@echo "adding the transformers backend (CPU torch), bench, serve and the test clients"
 	# torch pinned to its CPU build first: a bare torch requirement pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[llama-cpp,transformers,bench,serve,remote,mcp,dev]'
+	$(BIN)/pip install --quiet -e '.[llama-cpp,transformers,bench,serve,remote,mcp,otel,routing,dev]'
 	touch $@
 
 setup: $(DEMO_STAMP)

@@ -49,10 +49,23 @@ from ._errors import (
 from ._families import Family, families, get_family, register_family
 from ._load import BACKENDS, ENGINES, load
 from ._mcp import MCPTools, mcp_tools
-from ._middleware import CallContext, Middleware
+from ._middleware import (
+    Accounting,
+    AuditLog,
+    Cache,
+    CallContext,
+    CircuitBreaker,
+    Middleware,
+    RateLimit,
+    Retry,
+    RunUsage,
+    ToolUsage,
+)
 from ._model import ChatResult, Model
+from ._otel import OpenTelemetry
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
+from ._redact import DEFAULT_SENSITIVE_KEYS, redact, redact_json
 from ._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStarted, TurnDone
 from ._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
 from .backends.scripted import ScriptedBackend
@@ -61,18 +74,23 @@ __version__ = "0.1.0"
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_SENSITIVE_KEYS",
     "DESTRUCTIVE",
     "ENGINES",
     "IDEMPOTENT",
+    "Accounting",
     "Agent",
     "AgentError",
     "AgentEvent",
     "ApprovalDenied",
+    "AuditLog",
     "BackendNotInstalled",
+    "Cache",
     "CallContext",
     "CallOutcome",
     "CallTrace",
     "ChatResult",
+    "CircuitBreaker",
     "ContextLengthExceeded",
     "DataError",
     "EngineError",
@@ -91,13 +109,17 @@ __all__ = [
     "Model",
     "ModelError",
     "Observer",
+    "OpenTelemetry",
     "Prompt",
+    "RateLimit",
     "ReasoningDelta",
+    "Retry",
     "RetryLimitExceeded",
     "RunDone",
     "RunFailed",
     "RunResult",
     "RunStarted",
+    "RunUsage",
     "ScriptedBackend",
     "StepDone",
     "StepTrace",
@@ -119,6 +141,7 @@ __all__ = [
     "ToolResult",
     "ToolTimeout",
     "ToolUnavailable",
+    "ToolUsage",
     "TurnDone",
     "UnknownToolError",
     "UnsupportedSchema",
@@ -130,6 +153,8 @@ __all__ = [
     "mcp_tools",
     "parse_reply",
     "pull",
+    "redact",
+    "redact_json",
     "register_family",
     "tool",
 ]
