@@ -15,6 +15,7 @@ from ._agent import (
     ToolResult,
 )
 from ._catalog import catalog, pull
+from ._context import ContextBudget
 from ._errors import (
     AgentError,
     ApprovalDenied,
@@ -91,6 +92,7 @@ __all__ = [
     "CallTrace",
     "ChatResult",
     "CircuitBreaker",
+    "ContextBudget",
     "ContextLengthExceeded",
     "DataError",
     "EngineError",

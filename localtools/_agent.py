@@ -16,6 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
+from ._context import ContextBudget
 from ._errors import (
     ApprovalDenied,
     GenerationTruncated,
@@ -41,6 +42,8 @@ __all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "Observer", "RunDo
            "StepDone", "StepTrace", "ToolResult"]
 
 Approver = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
+#: On by default: it costs one render per turn until a prompt would overflow.
+DEFAULT_BUDGET = ContextBudget()
 
 
 class CallOutcome(StrEnum):
@@ -108,6 +111,8 @@ class StepTrace:
     error: str | None = None
     #: The tools offered this turn, when a router picked them (``None``: every allowed tool).
     offered: list[str] | None = None
+    #: What the context budget cut from this turn's prompt to make it fit ([]: nothing).
+    context_cuts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -188,6 +193,7 @@ class Agent:
         middleware: Sequence[Middleware] = (),
         observers: Sequence[Observer] = (),
         router: Any = None,
+        context: ContextBudget | None = DEFAULT_BUDGET,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -209,6 +215,7 @@ class Agent:
         self.middleware = list(middleware)
         self.observers = list(observers)
         self.router = router
+        self.context = context
 
     def run(self, question: str | list[dict[str, Any]], *, run_file: str | Path | None = None) -> RunResult:
         """Synchronous ``arun``; inside a running event loop use ``await agent.arun(...)``."""
@@ -353,6 +360,26 @@ class Agent:
         st.offered = [t.name for t in offered]
         return offered
 
+    def _fit(self, messages: list[dict[str, Any]], tools: list[Tool], st: StepTrace) -> list[dict[str, Any]]:
+        """The messages this turn's prompt is rendered from: all of them while they fit the
+        context with ``max_tokens`` to spare, else what the context budget keeps."""
+        budget = self.context
+        n_ctx = None if budget is None else budget.n_ctx or getattr(self.model.backend, "n_ctx", None)
+        if budget is None or not isinstance(n_ctx, int):
+            return messages
+        room = n_ctx - (self.max_tokens if budget.reserve is None else budget.reserve)
+        render = functools.partial(self.model.render, tools=tools, parallel_tool_calls=self.parallel_tool_calls,
+                                   tool_choice=st.tool_choice, thinking=self.thinking)
+
+        def measure(msgs: list[dict[str, Any]]) -> int:
+            prompt = render(msgs)
+            size = len(prompt.text.encode("utf-8"))  # no token is shorter than a byte: a cheap bound
+            return size if size <= room else len(self.model.backend.tokenize(prompt))
+
+        fitted = budget.fit(messages, measure, room)
+        st.context_cuts = fitted.cuts
+        return fitted.messages
+
     def _choice(self, step: int, state: _RunState) -> str:
         if state.repeated:
             # The model asked again for a result it already has: small models loop like this.
@@ -367,7 +394,7 @@ class Agent:
         ``TurnDone``) until the retries run out. ``live``: the turn's events as it is generated."""
         chat = functools.partial(
             self.model.chat,
-            messages,
+            self._fit(messages, tools, st),
             tools,
             tool_choice=st.tool_choice,
             parallel_tool_calls=self.parallel_tool_calls,

@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .._errors import GenerationCancelled, UsageError
+from .._errors import ContextLengthExceeded, GenerationCancelled, UsageError
 from .._prompt import Prompt
 from ..grammar import Grammar, matches
 from ._base import Generation
@@ -33,8 +33,10 @@ class ScriptedBackend:
     eos_token = ""
 
     def __init__(self, replies: Iterable[Reply], *, metadata: dict[str, Any] | None = None,
-                 seconds_per_token: float = 0.0) -> None:
+                 seconds_per_token: float = 0.0, n_ctx: int | None = None) -> None:
         self._replies = list(replies)
+        #: The context in tokens (one a character), when set: a longer prompt raises, as a real model's does.
+        self.n_ctx = n_ctx
         self.seconds_per_token = seconds_per_token
         self.cancelled_at: list[int] = []
         self.metadata: dict[str, Any] = metadata or {}
@@ -58,6 +60,8 @@ class ScriptedBackend:
     ) -> Generation:
         # Real tokenizers read the prompt as UTF-8; text that is not (a lone surrogate) fails here too.
         prompt.text.encode("utf-8")
+        if self.n_ctx is not None and len(prompt.text) >= self.n_ctx:
+            raise ContextLengthExceeded(len(prompt.text), self.n_ctx)
         self.prompts.append(prompt)
         self.grammars.append(grammar)
         self.repeat_penalties.append(repeat_penalty)

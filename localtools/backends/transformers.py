@@ -219,6 +219,12 @@ class TransformersBackend:
             self._engines[self.engine_name] = _Engine(self.engine_name, self.model, self.tokenizer)
         return self._engines[self.engine_name]
 
+    @property
+    def n_ctx(self) -> int | None:
+        """The context the model was trained for (``max_position_embeddings``), when it says."""
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        return int(limit) if isinstance(limit, int) and limit > 0 else None
+
     def tokenize(self, prompt: Prompt) -> list[int]:
         ids: list[int] = []
         for text, is_data in prompt.segments:

@@ -1,0 +1,169 @@
+"""The context budget: every turn's prompt fits the model's context with room left for the reply.
+
+A conversation that would overflow is shortened for the prompt only (the run keeps every
+message): first any single tool result larger than half the room is cut, then the oldest steps
+are left out whole (an assistant turn with its calls' results, so ids stay paired), then the
+remaining results are cut further, largest first. Each cut is described for the trace.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ._errors import ContextLengthExceeded, UsageError
+
+__all__ = ["ContextBudget", "Fitted"]
+
+#: Measures a prompt for ``messages`` in tokens; any number not above the room means it fits.
+Measure = Callable[[list[dict[str, Any]]], int]
+
+
+@dataclass
+class Fitted:
+    """The messages a turn's prompt is rendered from, and what was cut to get them."""
+
+    messages: list[dict[str, Any]]
+    cuts: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ContextBudget:
+    """Keeps prompts within ``n_ctx`` minus ``reserve`` tokens.
+
+    ``n_ctx``: ``None`` for the backend's own (a backend that does not say has no budget).
+    ``reserve``: the room kept for the reply; ``None`` for the agent's ``max_tokens``.
+    ``keep_recent``: the latest steps that are never left out. ``min_result_chars``: a result is
+    never cut shorter. ``summarize``: given the messages left out, the text that stands for them
+    (the default names the calls they held).
+    """
+
+    n_ctx: int | None = None
+    reserve: int | None = None
+    keep_recent: int = 1
+    min_result_chars: int = 200
+    summarize: Callable[[list[dict[str, Any]]], str] | None = None
+
+    def __post_init__(self) -> None:
+        if self.n_ctx is not None and self.n_ctx < 1:
+            raise UsageError(f"ContextBudget(n_ctx=...) must be a positive number of tokens, got {self.n_ctx}")
+        if self.reserve is not None and self.reserve < 0:
+            raise UsageError(f"ContextBudget(reserve=...) must be 0 or more tokens, got {self.reserve}")
+        if self.keep_recent < 0 or self.min_result_chars < 0:
+            raise UsageError("ContextBudget keep_recent and min_result_chars must be 0 or more")
+
+    def fit(self, messages: list[dict[str, Any]], measure: Measure, room: int) -> Fitted:
+        """``messages`` as they are when their prompt fits ``room`` tokens, else shortened.
+
+        Raises ``ContextLengthExceeded`` only when the system prompt and the first question
+        cannot fit alone."""
+        used = measure(messages)
+        if used <= room:
+            return Fitted(messages)
+        msgs = [dict(m) for m in messages]
+        cuts = _Cuts()
+        chars_per_token = max(1.0, _chars(msgs) / max(used, 1))
+        # 1. One huge result (a whole page, a table dump) is the usual cause: cut it first.
+        half = max(self.min_result_chars, int(room * chars_per_token / 2))
+        for m in msgs:
+            if m.get("role") == "tool" and isinstance(m.get("content"), str) and len(m["content"]) > half:
+                cuts.cut(m, half)
+        used = measure(msgs) if cuts.results else used
+        # 2. The oldest steps, whole.
+        head, units = _units(msgs)
+        droppable = units[: max(0, len(units) - self.keep_recent)]
+        dropped: list[list[dict[str, Any]]] = []
+        kept = msgs
+        while used > room and droppable:
+            dropped.append(droppable.pop(0))
+            kept = self._without(head, dropped, units)
+            used = measure(kept)
+        # 3. What is left of the results, largest first.
+        for _ in range(64):
+            if used <= room:
+                break
+            results = [m for m in kept if m.get("role") == "tool" and isinstance(m.get("content"), str)
+                       and len(m["content"]) > self.min_result_chars + 100]
+            if not results:
+                break
+            biggest = max(results, key=lambda m: len(m["content"]))
+            over = math.ceil((used - room) * chars_per_token * 1.2) + 100
+            cuts.cut(biggest, max(self.min_result_chars, cuts.kept(biggest) - over))
+            used = measure(kept)
+        # 4. Last, the latest steps too: a prompt that says what it left out beats no prompt.
+        recent = units[len(dropped):]
+        while used > room and recent:
+            dropped.append(recent.pop(0))
+            kept = self._without(head, dropped, units)
+            used = measure(kept)
+        if dropped:
+            count = sum(len(u) for u in dropped)
+            cuts.lines.append(f"left out the {len(dropped)} oldest step(s) ({count} messages){_calls_in(dropped)}")
+        if used > room:
+            raise ContextLengthExceeded(used, room)
+        return Fitted(kept, cuts.describe(kept))
+
+    def _without(self, head: list[dict[str, Any]], dropped: list[list[dict[str, Any]]],
+                 units: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+        gone = [m for u in dropped for m in u]
+        note = self.summarize(gone) if self.summarize is not None else _default_note(dropped)
+        rest = [m for u in units[len(dropped):] for m in u]
+        return [*_with_note(head, note), *rest]
+
+
+def _chars(messages: list[dict[str, Any]]) -> int:
+    return sum(len(m["content"]) for m in messages if isinstance(m.get("content"), str))
+
+
+class _Cuts:
+    """The results cut so far (each from its whole text, however often) and other cuts."""
+
+    def __init__(self) -> None:
+        self.results: dict[int, tuple[dict[str, Any], str, int]] = {}
+        self.lines: list[str] = []
+
+    def kept(self, message: dict[str, Any]) -> int:
+        entry = self.results.get(id(message))
+        return entry[2] if entry else len(message["content"])
+
+    def cut(self, message: dict[str, Any], keep: int) -> None:
+        whole = self.results[id(message)][1] if id(message) in self.results else message["content"]
+        message["content"] = whole[:keep] + f"\n[... {len(whole) - keep} of {len(whole)} characters left out to fit the context]"
+        self.results[id(message)] = (message, whole, keep)
+
+    def describe(self, kept: list[dict[str, Any]]) -> list[str]:
+        present = {id(m) for m in kept}
+        return [f"cut the result of {m.get('name') or 'a tool'} ({m.get('tool_call_id', '?')}) from {len(whole)} to {keep} characters"
+                for key, (m, whole, keep) in self.results.items() if key in present] + self.lines
+
+
+def _units(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """The head (system messages and the first question, never left out) and the steps after it:
+    each begins with an assistant message and holds what follows it (its calls' results, any
+    feedback) up to the next one."""
+    first_user = next((i for i, m in enumerate(msgs) if m.get("role") == "user"), len(msgs) - 1)
+    head = msgs[: first_user + 1]
+    units: list[list[dict[str, Any]]] = []
+    for m in msgs[first_user + 1:]:
+        if m.get("role") == "assistant" or not units:
+            units.append([m])
+        else:
+            units[-1].append(m)
+    return head, units
+
+
+def _calls_in(dropped: list[list[dict[str, Any]]]) -> str:
+    names = [c.get("function", {}).get("name", "?") for u in dropped for m in u for c in m.get("tool_calls") or []]
+    return f": calls to {', '.join(dict.fromkeys(names))}" if names else ""
+
+
+def _default_note(dropped: list[list[dict[str, Any]]]) -> str:
+    return f"({sum(len(u) for u in dropped)} earlier messages were left out to fit the context{_calls_in(dropped)}.)"
+
+
+def _with_note(head: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
+    if head and head[0].get("role") == "system" and isinstance(head[0].get("content"), str):
+        return [{**head[0], "content": f"{head[0]['content']}\n\n{note}"}, *head[1:]]
+    return [{"role": "system", "content": note}, *head]
