@@ -50,6 +50,7 @@ from ._errors import (
 from ._families import Family, families, get_family, register_family
 from ._load import BACKENDS, ENGINES, load
 from ._mcp import MCPTools, mcp_tools
+from ._memory import Memory
 from ._middleware import (
     Accounting,
     AuditLog,
@@ -106,6 +107,7 @@ __all__ = [
     "MCPServerError",
     "MCPTools",
     "MaxStepsExceeded",
+    "Memory",
     "Middleware",
     "MissingDependency",
     "Model",

@@ -31,6 +31,7 @@ from ._errors import (
     UnknownToolError,
     UsageError,
 )
+from ._memory import Memory
 from ._middleware import CallContext, Middleware, chain
 from ._model import ChatResult, Model
 from ._parse import ToolCall
@@ -194,6 +195,7 @@ class Agent:
         observers: Sequence[Observer] = (),
         router: Any = None,
         context: ContextBudget | None = DEFAULT_BUDGET,
+        memory: Memory | None = None,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -216,6 +218,7 @@ class Agent:
         self.observers = list(observers)
         self.router = router
         self.context = context
+        self.memory = memory
 
     def run(self, question: str | list[dict[str, Any]], *, run_file: str | Path | None = None) -> RunResult:
         """Synchronous ``arun``; inside a running event loop use ``await agent.arun(...)``."""
@@ -263,8 +266,15 @@ class Agent:
             assert question is not None
             state = _RunState(run_id=uuid.uuid4().hex[:12])
             messages = self._opening(question)
+            if self.memory is not None:
+                earlier = self.memory.messages()
+                lead = next((i for i, m in enumerate(messages) if m.get("role") != "system"), len(messages))
+                messages[lead:lead] = earlier
+                state.remembered = lead + len(earlier)
+            state.question = _question_index(messages)
             if run_file is not None:
-                state.log = RunLog.create(run_file, state.run_id, messages, [t.name for t in tools])
+                state.log = RunLog.create(run_file, state.run_id, messages, [t.name for t in tools],
+                                          remembered=state.remembered)
         run_id = state.run_id
         self._observe(run_id, RunStarted(run_id, self.model.name, [dict(m) for m in messages], [t.name for t in tools]))
         try:
@@ -312,6 +322,8 @@ class Agent:
             if not result.tool_calls:
                 if state.log is not None:
                     state.log.end(result.content)
+                if self.memory is not None:
+                    self.memory.add(state.run_id, messages[state.remembered:])
                 self._notify(st)
                 yield StepDone(st)
                 yield RunDone(RunResult(answer=result.content, messages=messages, trace=state.trace, run_id=state.run_id))
@@ -360,7 +372,8 @@ class Agent:
         st.offered = [t.name for t in offered]
         return offered
 
-    def _fit(self, messages: list[dict[str, Any]], tools: list[Tool], st: StepTrace) -> list[dict[str, Any]]:
+    def _fit(self, messages: list[dict[str, Any]], tools: list[Tool], st: StepTrace,
+             state: _RunState) -> list[dict[str, Any]]:
         """The messages this turn's prompt is rendered from: all of them while they fit the
         context with ``max_tokens`` to spare, else what the context budget keeps."""
         budget = self.context
@@ -376,7 +389,7 @@ class Agent:
             size = len(prompt.text.encode("utf-8"))  # no token is shorter than a byte: a cheap bound
             return size if size <= room else len(self.model.backend.tokenize(prompt))
 
-        fitted = budget.fit(messages, measure, room)
+        fitted = budget.fit(messages, measure, room, question=state.question)
         st.context_cuts = fitted.cuts
         return fitted.messages
 
@@ -394,7 +407,7 @@ class Agent:
         ``TurnDone``) until the retries run out. ``live``: the turn's events as it is generated."""
         chat = functools.partial(
             self.model.chat,
-            self._fit(messages, tools, st),
+            self._fit(messages, tools, st, state),
             tools,
             tool_choice=st.tool_choice,
             parallel_tool_calls=self.parallel_tool_calls,
@@ -629,6 +642,10 @@ class _RunState:
     failures: int = 0
     #: Result of each call that ran, by name and arguments.
     done_calls: dict[str, str] = field(default_factory=dict)
+    #: Messages before this run's own (the system prompt and what memory brought).
+    remembered: int = 0
+    #: Where the question the run answers is in its messages.
+    question: int | None = None
     #: Names of the tools the model called this run.
     called: list[str] = field(default_factory=list)
     #: The last turn repeated a call that already ran.
@@ -636,13 +653,19 @@ class _RunState:
 
     @classmethod
     def resumed(cls, replayed: Replay) -> _RunState:
-        state = cls(run_id=replayed.run_id, trace=replayed.trace, failures=replayed.failures, repeated=replayed.repeated)
+        state = cls(run_id=replayed.run_id, trace=replayed.trace, failures=replayed.failures, repeated=replayed.repeated,
+                    remembered=replayed.remembered, question=_question_index(replayed.messages[:replayed.opening]))
         state.done_calls = {_call_key(call): result for call, result in replayed.done_calls}
         for step in replayed.trace:
             state.called += [c.name for c in step.calls if c.name not in state.called]
         if replayed.pending is not None:
             state.called += [c.name for c in replayed.pending.calls if c.name not in state.called]
         return state
+
+
+def _question_index(opening: list[dict[str, Any]]) -> int | None:
+    """The question the run answers: the last user message of its opening."""
+    return next((i for i in range(len(opening) - 1, -1, -1) if opening[i].get("role") == "user"), None)
 
 
 def _sync(run: Coroutine[Any, Any, RunResult], name: str) -> RunResult:

@@ -54,8 +54,12 @@ class ContextBudget:
         if self.keep_recent < 0 or self.min_result_chars < 0:
             raise UsageError("ContextBudget keep_recent and min_result_chars must be 0 or more")
 
-    def fit(self, messages: list[dict[str, Any]], measure: Measure, room: int) -> Fitted:
+    def fit(self, messages: list[dict[str, Any]], measure: Measure, room: int, *, question: int | None = None) -> Fitted:
         """``messages`` as they are when their prompt fits ``room`` tokens, else shortened.
+
+        ``question``: the index of the message the run answers (default: the first user
+        message); it and the system messages before everything are never left out. Earlier
+        turns (a conversation carried over) go first, a user turn with its replies at a time.
 
         Raises ``ContextLengthExceeded`` only when the system prompt and the first question
         cannot fit alone."""
@@ -72,13 +76,15 @@ class ContextBudget:
                 cuts.cut(m, half)
         used = measure(msgs) if cuts.results else used
         # 2. The oldest steps, whole.
-        head, units = _units(msgs)
+        first_user = next((i for i, m in enumerate(msgs) if m.get("role") == "user"), len(msgs) - 1)
+        layout = _Layout.of(msgs, first_user if question is None else question)
+        units = layout.units
         droppable = units[: max(0, len(units) - self.keep_recent)]
         dropped: list[list[dict[str, Any]]] = []
         kept = msgs
         while used > room and droppable:
             dropped.append(droppable.pop(0))
-            kept = self._without(head, dropped, units)
+            kept = self._without(layout, dropped)
             used = measure(kept)
         # 3. What is left of the results, largest first.
         for _ in range(64):
@@ -96,7 +102,7 @@ class ContextBudget:
         recent = units[len(dropped):]
         while used > room and recent:
             dropped.append(recent.pop(0))
-            kept = self._without(head, dropped, units)
+            kept = self._without(layout, dropped)
             used = measure(kept)
         if dropped:
             count = sum(len(u) for u in dropped)
@@ -105,12 +111,12 @@ class ContextBudget:
             raise ContextLengthExceeded(used, room)
         return Fitted(kept, cuts.describe(kept))
 
-    def _without(self, head: list[dict[str, Any]], dropped: list[list[dict[str, Any]]],
-                 units: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    def _without(self, layout: _Layout, dropped: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
         gone = [m for u in dropped for m in u]
         note = self.summarize(gone) if self.summarize is not None else _default_note(dropped)
-        rest = [m for u in units[len(dropped):] for m in u]
-        return [*_with_note(head, note), *rest]
+        before = [m for u in layout.units[len(dropped):layout.earlier] for m in u]
+        after = [m for u in layout.units[max(len(dropped), layout.earlier):] for m in u]
+        return [*_with_note(layout.system, note), *before, *layout.question, *after]
 
 
 def _chars(messages: list[dict[str, Any]]) -> int:
@@ -139,19 +145,36 @@ class _Cuts:
                 for key, (m, whole, keep) in self.results.items() if key in present] + self.lines
 
 
-def _units(msgs: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[list[dict[str, Any]]]]:
-    """The head (system messages and the first question, never left out) and the steps after it:
-    each begins with an assistant message and holds what follows it (its calls' results, any
-    feedback) up to the next one."""
-    first_user = next((i for i, m in enumerate(msgs) if m.get("role") == "user"), len(msgs) - 1)
-    head = msgs[: first_user + 1]
+@dataclass
+class _Layout:
+    """The messages as what is never left out (leading system messages, the question) and the
+    units that may be, oldest first: earlier turns (a user message and what answered it), then
+    this run's steps (an assistant message and what follows it: its calls' results, feedback)."""
+
+    system: list[dict[str, Any]]
+    question: list[dict[str, Any]]
+    units: list[list[dict[str, Any]]]
+    #: How many of ``units`` come before the question.
+    earlier: int
+
+    @classmethod
+    def of(cls, msgs: list[dict[str, Any]], question: int) -> _Layout:
+        lead = 0
+        while lead < question and msgs[lead].get("role") == "system":
+            lead += 1
+        earlier = _split(msgs[lead:question], "user")
+        later = _split(msgs[question + 1:], "assistant")
+        return cls(msgs[:lead], msgs[question:question + 1], earlier + later, len(earlier))
+
+
+def _split(msgs: list[dict[str, Any]], role: str) -> list[list[dict[str, Any]]]:
     units: list[list[dict[str, Any]]] = []
-    for m in msgs[first_user + 1:]:
-        if m.get("role") == "assistant" or not units:
+    for m in msgs:
+        if m.get("role") == role or not units:
             units.append([m])
         else:
             units[-1].append(m)
-    return head, units
+    return units
 
 
 def _calls_in(dropped: list[list[dict[str, Any]]]) -> str:

@@ -36,7 +36,8 @@ class RunLog:
         self._handle = handle
 
     @classmethod
-    def create(cls, path: str | Path, run_id: str, messages: list[dict[str, Any]], tools: list[str]) -> RunLog:
+    def create(cls, path: str | Path, run_id: str, messages: list[dict[str, Any]], tools: list[str], *,
+               remembered: int = 0) -> RunLog:
         p = Path(path)
         try:
             handle = p.open("x", encoding="utf-8")
@@ -44,7 +45,8 @@ class RunLog:
             raise UsageError(f"run file {p} already exists; continue that run with agent.resume({str(p)!r}) "
                              "or give a new path") from None
         log = cls(p, handle)
-        log._write({"kind": "run", "version": VERSION, "run_id": run_id, "messages": messages, "tools": tools})
+        log._write({"kind": "run", "version": VERSION, "run_id": run_id, "messages": messages, "tools": tools,
+                    "remembered": remembered})
         return log
 
     @classmethod
@@ -115,6 +117,9 @@ class Replay:
     pending: Pending | None = None
     #: The final answer when the run ended.
     answer: str | None = None
+    #: How many of ``messages`` the run started with, and how many of those memory brought.
+    opening: int = 0
+    remembered: int = 0
 
 
 def replay(path: str | Path) -> Replay:
@@ -140,7 +145,8 @@ def replay(path: str | Path) -> Replay:
     head = records[0]
     if head.get("version") != VERSION:
         raise DataError(f"{p} is a run file of version {head.get('version')}; this localtools reads version {VERSION}")
-    state = Replay(run_id=head["run_id"], messages=list(head["messages"]), tools=list(head.get("tools", [])))
+    state = Replay(run_id=head["run_id"], messages=list(head["messages"]), tools=list(head.get("tools", [])),
+                   opening=len(head["messages"]), remembered=int(head.get("remembered", 0)))
 
     def step_trace(data: dict[str, Any]) -> StepTrace:
         known = {f.name for f in fields(StepTrace)}
