@@ -68,6 +68,7 @@ from ._otel import OpenTelemetry
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
 from ._redact import DEFAULT_SENSITIVE_KEYS, redact, redact_json
+from ._results import Full, Pick, ResultContext, ResultPolicy, Summarize, Truncate
 from ._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStarted, TurnDone
 from ._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
 from .backends.scripted import ScriptedBackend
@@ -100,6 +101,7 @@ __all__ = [
     "EngineIgnoredGrammar",
     "EngineUnavailable",
     "Family",
+    "Full",
     "GenerationTruncated",
     "GrammarError",
     "GrammarNotRegular",
@@ -114,9 +116,12 @@ __all__ = [
     "ModelError",
     "Observer",
     "OpenTelemetry",
+    "Pick",
     "Prompt",
     "RateLimit",
     "ReasoningDelta",
+    "ResultContext",
+    "ResultPolicy",
     "Retry",
     "RetryLimitExceeded",
     "RunDone",
@@ -128,6 +133,7 @@ __all__ = [
     "StepDone",
     "StepTrace",
     "StreamEvent",
+    "Summarize",
     "TemplateError",
     "TextDelta",
     "Tool",
@@ -146,6 +152,7 @@ __all__ = [
     "ToolTimeout",
     "ToolUnavailable",
     "ToolUsage",
+    "Truncate",
     "TurnDone",
     "UnknownToolError",
     "UnsupportedSchema",

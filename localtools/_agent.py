@@ -7,6 +7,7 @@ import contextlib
 import functools
 import inspect
 import json
+import re
 import threading
 import time
 import uuid
@@ -35,6 +36,9 @@ from ._memory import Memory
 from ._middleware import CallContext, Middleware, chain
 from ._model import ChatResult, Model
 from ._parse import ToolCall
+from ._prompt import Prompt, with_system
+from ._redact import redact_json
+from ._results import Full, ResultContext, ResultPolicy, shape
 from ._runfile import Pending, Replay, RunLog, replay, tool_message
 from ._stream import StreamEvent, TurnDone, relay
 from ._tools import Tool, ToolRegistry
@@ -43,6 +47,10 @@ __all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "Observer", "RunDo
            "StepDone", "StepTrace", "ToolResult"]
 
 Approver = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
+#: Told to the model with ``Agent(cite=True)``.
+CITE_HINT = ("Each tool result begins with its id in brackets, like [r1]. When your answer uses a result, "
+             "cite its id in brackets.")
+_CITE = re.compile(r"\[(r\d+)\]")
 #: On by default: it costs one render per turn until a prompt would overflow.
 DEFAULT_BUDGET = ContextBudget()
 
@@ -91,6 +99,10 @@ class CallTrace:
     attempts: int = 1
     #: What middleware recorded (e.g. seconds waited for a rate limit).
     notes: dict[str, Any] = field(default_factory=dict)
+    #: The whole result, when a result policy gave the model less of it (``result``).
+    full_result: str | None = None
+    #: The short id the model may cite this result by (``Agent(cite=True)``), e.g. "r1".
+    ref: str | None = None
 
 
 @dataclass
@@ -122,6 +134,12 @@ class RunResult:
     messages: list[dict[str, Any]]
     trace: list[StepTrace]
     run_id: str = ""
+
+    @property
+    def citations(self) -> dict[str, CallTrace]:
+        """The results the answer cites by their short ids (``Agent(cite=True)``), by id."""
+        refs = {c.ref: c for s in self.trace for c in s.calls if c.ref}
+        return {ref: refs[ref] for ref in dict.fromkeys(_CITE.findall(self.answer)) if ref in refs}
 
     def write_trace(self, path: str | Path) -> None:
         write_trace(self.trace, path)
@@ -196,6 +214,9 @@ class Agent:
         router: Any = None,
         context: ContextBudget | None = DEFAULT_BUDGET,
         memory: Memory | None = None,
+        result: ResultPolicy | None = None,
+        redact: bool | Callable[[str, Tool], str] = False,
+        cite: bool = False,
     ) -> None:
         if max_steps < 1:
             raise ValueError("max_steps must be at least 1")
@@ -219,6 +240,9 @@ class Agent:
         self.router = router
         self.context = context
         self.memory = memory
+        self.result: ResultPolicy = result if result is not None else Full()
+        self.redact = redact
+        self.cite = cite
 
     def run(self, question: str | list[dict[str, Any]], *, run_file: str | Path | None = None) -> RunResult:
         """Synchronous ``arun``; inside a running event loop use ``await agent.arun(...)``."""
@@ -343,6 +367,11 @@ class Agent:
         fed back, the step closed."""
         state.called += [c.name for c in calls if c.name not in state.called]
         st.calls = await self._run_calls(calls, state, st.step, finished or {})
+        if self.cite:
+            for done in st.calls:
+                if done.ref is None:
+                    state.refs += 1
+                    done.ref = f"r{state.refs}"
         state.repeated = any(c.outcome is CallOutcome.REPEATED for c in st.calls)
         for done in st.calls:
             messages.append(tool_message(done))
@@ -358,6 +387,8 @@ class Agent:
             messages = [dict(m) for m in question]
         if self.system and not (messages and messages[0].get("role") == "system"):
             messages.insert(0, {"role": "system", "content": self.system})
+        if self.cite:
+            messages = with_system(messages, CITE_HINT)
         return messages
 
     def _offer(self, messages: list[dict[str, Any]], tools: list[Tool], state: _RunState, st: StepTrace) -> list[Tool]:
@@ -536,7 +567,21 @@ class Agent:
             return done(f"Error: {exc}. Do not call it again now; answer with what you have.", CallOutcome.UNAVAILABLE)
         except ToolExecutionError as exc:
             return done(f"Error: {exc}", CallOutcome.RAISED)
-        return done(_to_text(value))
+        text = _to_text(value)
+        if self.redact:
+            text = self.redact(text, tool) if callable(self.redact) else redact_json(text)
+        try:
+            shaped = await shape(tool.result or self.result, text, ResultContext(tool, call, self._count_tokens))
+        except Exception as exc:
+            return done(f"Error: the result of {tool.name!r} could not be prepared: {type(exc).__name__}: {exc}",
+                        CallOutcome.RAISED)
+        trace = done(shaped)
+        if shaped != text:
+            trace.full_result = text
+        return trace
+
+    def _count_tokens(self, text: str) -> int:
+        return len(self.model.backend.tokenize(Prompt(((text, True),))))
 
     async def _check_approval(self, call: ToolCall, tool: Tool) -> None:
         if self.approve is None:
@@ -646,6 +691,8 @@ class _RunState:
     remembered: int = 0
     #: Where the question the run answers is in its messages.
     question: int | None = None
+    #: Short ids given to results so far.
+    refs: int = 0
     #: Names of the tools the model called this run.
     called: list[str] = field(default_factory=list)
     #: The last turn repeated a call that already ran.
@@ -658,6 +705,7 @@ class _RunState:
         state.done_calls = {_call_key(call): result for call, result in replayed.done_calls}
         for step in replayed.trace:
             state.called += [c.name for c in step.calls if c.name not in state.called]
+            state.refs += sum(c.ref is not None for c in step.calls)
         if replayed.pending is not None:
             state.called += [c.name for c in replayed.pending.calls if c.name not in state.called]
         return state

@@ -190,4 +190,5 @@ def replay(path: str | Path) -> Replay:
 
 def tool_message(done: Any) -> dict[str, Any]:
     """The history message that hands a call's result back to the model."""
-    return {"role": "tool", "tool_call_id": done.id, "name": done.name, "content": done.result}
+    content = f"[{done.ref}] {done.result}" if done.ref else done.result
+    return {"role": "tool", "tool_call_id": done.id, "name": done.name, "content": content}
