@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import inspect
 import json
@@ -35,7 +36,7 @@ from ._errors import (
 from ._memory import Memory
 from ._middleware import CallContext, Middleware, chain
 from ._model import ChatResult, Model
-from ._parse import ToolCall
+from ._parse import ToolCall, new_call_id
 from ._prompt import Prompt, with_system
 from ._redact import redact_json
 from ._results import Full, ResultContext, ResultPolicy, shape
@@ -61,6 +62,8 @@ class CallOutcome(StrEnum):
     OK = "ok"
     #: The same call (name and arguments) already ran; the model got its result again.
     REPEATED = "repeated call"
+    #: The same call already failed; it was not run again, the model got the failure again.
+    REPEATED_ERROR = "repeated error"
     UNKNOWN_TOOL = "unknown tool"
     NOT_ALLOWED = "not allowed"
     INVALID_ARGUMENTS = "invalid arguments"
@@ -126,6 +129,9 @@ class StepTrace:
     offered: list[str] | None = None
     #: What the context budget cut from this turn's prompt to make it fit ([]: nothing).
     context_cuts: list[str] = field(default_factory=list)
+    #: What the loop's checks found this step and told the model: a repeated call, a repeated
+    #: failure, two tools called in turn without progress, a call id used before.
+    loop_checks: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -340,6 +346,7 @@ class Agent:
             if result is None:  # unusable; what went wrong was fed back
                 yield StepDone(st)
                 continue
+            self._unique_ids(result.tool_calls, state, st)
             messages.append(result.message())
             if state.log is not None:
                 state.log.turn(st, messages[-1], result.tool_calls)
@@ -367,15 +374,23 @@ class Agent:
         fed back, the step closed."""
         state.called += [c.name for c in calls if c.name not in state.called]
         st.calls = await self._run_calls(calls, state, st.step, finished or {})
+        for done in st.calls:
+            if done.id in state.renamed and "(Your call had the id" not in done.result:
+                done.result += (f"\n(Your call had the id {state.renamed[done.id]!r}, which an earlier call already "
+                                f"used; it is {done.id!r} now. Give each call an id of its own.)")
         if self.cite:
             for done in st.calls:
                 if done.ref is None:
                     state.refs += 1
                     done.ref = f"r{state.refs}"
-        state.repeated = any(c.outcome is CallOutcome.REPEATED for c in st.calls)
+        state.repeated = any(c.outcome in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR) for c in st.calls)
+        st.loop_checks += [f"{c.name} ({c.id}): {c.outcome.value}, not run again" for c in st.calls
+                           if c.outcome in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR)]
         for done in st.calls:
             messages.append(tool_message(done))
             yield ToolResult(done)
+        if (stalled := self._alternating(st, state)) is not None:
+            messages.append({"role": "user", "content": stalled})
         self._notify(st)
         yield StepDone(st)
         self._count_mistakes(st, state, messages)
@@ -385,6 +400,7 @@ class Agent:
             messages: list[dict[str, Any]] = [{"role": "user", "content": question}]
         else:
             messages = [dict(m) for m in question]
+            _check_pairs(messages)
         if self.system and not (messages and messages[0].get("role") == "system"):
             messages.insert(0, {"role": "system", "content": self.system})
         if self.cite:
@@ -423,6 +439,35 @@ class Agent:
         fitted = budget.fit(messages, measure, room, question=state.question)
         st.context_cuts = fitted.cuts
         return fitted.messages
+
+    def _unique_ids(self, calls: list[ToolCall], state: _RunState, st: StepTrace) -> None:
+        """A call id the model wrote twice (in this turn or an earlier one) would pair two results
+        with one call: the later call gets a fresh id, and its result says so."""
+        for i, call in enumerate(calls):
+            if call.id in state.ids:
+                fresh = new_call_id(self.model.family.id)
+                calls[i] = dataclasses.replace(call, id=fresh)
+                state.renamed[fresh] = call.id
+                st.loop_checks.append(f"{call.name}: call id {call.id!r} was used before; renamed {fresh!r}")
+            state.ids.add(calls[i].id)
+
+    def _alternating(self, st: StepTrace, state: _RunState) -> str | None:
+        """Two tools called in turn, four steps running, with nothing new from any of them: the
+        model is told to stop, and its next turn must answer."""
+        fresh = [c for c in st.calls if c.outcome is CallOutcome.OK and c.result.strip() not in _EMPTY
+                 and c.result not in state.results]
+        state.results.update(c.result for c in st.calls if c.outcome is CallOutcome.OK)
+        state.recent = [*state.recent[-3:], (frozenset(c.name for c in st.calls), bool(fresh))]
+        if len(state.recent) < 4 or any(progress for _, progress in state.recent):
+            return None
+        (a, _), (b, _), (c, _), (d, _) = state.recent
+        if not (a == c and b == d and a != b and len(a | b) == 2):
+            return None
+        first, second = sorted(a | b)
+        state.repeated, state.recent = True, []
+        st.loop_checks.append(f"{first} and {second} called in turn for 4 steps without a new result")
+        return (f"You have called {first} and {second} in turn four times without getting anything new. "
+                "Do not call them again: answer with what you have, or say what is missing.")
 
     def _choice(self, step: int, state: _RunState) -> str:
         if state.repeated:
@@ -486,7 +531,7 @@ class Agent:
         kept = {i: t for i, t in finished.items() if not t.outcome.tool_failed}
         first: dict[str, ToolCall] = {}
         for c in calls:
-            if c.id not in kept and _call_key(c) not in state.done_calls:
+            if c.id not in kept and _call_key(c) not in state.done_calls and _call_key(c) not in state.failed_calls:
                 first.setdefault(_call_key(c), c)
         outcomes = await asyncio.gather(*(self._logged(c, state, step) for c in first.values()))
         executed = dict(zip(first, outcomes, strict=True))
@@ -501,10 +546,21 @@ class Agent:
                 traces.append(executed[key])
                 if executed[key].ok:
                     state.done_calls[key] = executed[key].result
+                else:
+                    state.failed_calls[key] = executed[key].result
             elif key in state.done_calls:
-                note = f"{state.done_calls[key]}\n(This call was already made; this is its result. Use it to answer.)"
+                earlier = state.done_calls[key]
+                note = (f"{earlier}\n(This call was already made; this is its result. Use it to answer.)"
+                        if earlier.strip() not in _EMPTY else
+                        f"{earlier}\n(This call was already made and returned nothing; it will return nothing again. "
+                        "Answer with what you have, or call with other arguments.)")
                 traces.append(CallTrace(call.id, call.name, call.arguments, True, note, CallOutcome.REPEATED.value,
                                         outcome=CallOutcome.REPEATED))
+            elif key in state.failed_calls and key not in first:
+                note = (f"{state.failed_calls[key]}\n(This exact call already failed; with the same arguments it fails "
+                        "the same way. Change the arguments, call another tool, or answer with what you have.)")
+                traces.append(CallTrace(call.id, call.name, call.arguments, False, note, CallOutcome.REPEATED_ERROR.value,
+                                        outcome=CallOutcome.REPEATED_ERROR))
             else:  # a duplicate whose first copy failed: same failure, same message
                 twin = executed[key]
                 traces.append(CallTrace(call.id, call.name, call.arguments, twin.ok, twin.result, twin.error,
@@ -693,6 +749,14 @@ class _RunState:
     question: int | None = None
     #: Short ids given to results so far.
     refs: int = 0
+    #: Results of the calls that failed, by name and arguments: not run again with the same.
+    failed_calls: dict[str, str] = field(default_factory=dict)
+    #: Every call id of the run, and the ids given to calls whose own was taken (new -> old).
+    ids: set[str] = field(default_factory=set)
+    renamed: dict[str, str] = field(default_factory=dict)
+    #: Results seen, and the last steps' (tools called, whether anything new came back).
+    results: set[str] = field(default_factory=set)
+    recent: list[tuple[frozenset[str], bool]] = field(default_factory=list)
     #: Names of the tools the model called this run.
     called: list[str] = field(default_factory=list)
     #: The last turn repeated a call that already ran.
@@ -706,9 +770,35 @@ class _RunState:
         for step in replayed.trace:
             state.called += [c.name for c in step.calls if c.name not in state.called]
             state.refs += sum(c.ref is not None for c in step.calls)
+            state.ids.update(c.id for c in step.calls)
         if replayed.pending is not None:
             state.called += [c.name for c in replayed.pending.calls if c.name not in state.called]
+            state.ids.update(c.id for c in replayed.pending.calls)
         return state
+
+
+def _check_pairs(messages: list[dict[str, Any]]) -> None:
+    """A history whose results do not pair with its calls would teach the model the wrong
+    result for a call: refused, naming the message."""
+    open_ids: dict[str, str] = {}
+    for i, m in enumerate(messages):
+        role = m.get("role")
+        if role == "tool":
+            call_id = m.get("tool_call_id")
+            if call_id not in open_ids:
+                raise UsageError(f"messages[{i}] is a tool result for call id {call_id!r}, which no call in the assistant "
+                                 f"message before it has (its calls: {sorted(open_ids) or 'none'}); each result must "
+                                 "answer a call of the turn it follows")
+            del open_ids[call_id]
+            continue
+        if open_ids and role in ("assistant", "user"):
+            raise UsageError(f"the calls {sorted(open_ids)} before messages[{i}] have no result; add a tool message for "
+                             "each (its tool_call_id set to the call's id) or leave the calls out")
+        if role == "assistant":
+            open_ids = {str(c.get("id")): str(c.get("function", {}).get("name")) for c in m.get("tool_calls") or []}
+    if open_ids:
+        raise UsageError(f"the history ends with calls {sorted(open_ids)} that have no result; add their results "
+                         "(tool messages) or leave the calls out")
 
 
 def _question_index(opening: list[dict[str, Any]]) -> int | None:
@@ -731,6 +821,10 @@ async def _result_of(events: AsyncGenerator[AgentEvent, None]) -> RunResult:
             if isinstance(event, RunDone):
                 return event.result
     raise AssertionError("a run ends with RunDone or an error")  # pragma: no cover
+
+
+#: Results that hold nothing.
+_EMPTY = frozenset({"", "[]", "{}", "null", "None", '""'})
 
 
 def _call_key(call: ToolCall) -> str:

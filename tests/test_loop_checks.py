@@ -1,0 +1,132 @@
+"""The loop's checks against the ways small models loop (seed 001): each is detected, fed back in
+words the model can act on, and shown in the trace."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from localtools import Agent, CallOutcome, Model, ScriptedBackend, UsageError, tool
+
+
+def tc(name: str, **args: object) -> str:
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
+
+
+RUNS: dict[str, int] = {}
+
+
+@tool
+def lookup(key: str) -> str:
+    """Look a key up.
+
+    Args:
+        key: The key.
+    """
+    RUNS["lookup"] = RUNS.get("lookup", 0) + 1
+    raise KeyError(key)
+
+
+@tool
+def search(query: str) -> list:
+    """Search.
+
+    Args:
+        query: Words.
+    """
+    RUNS["search"] = RUNS.get("search", 0) + 1
+    return []
+
+
+def agent(replies: list[str], **kw: object) -> tuple[Agent, ScriptedBackend]:
+    RUNS.clear()
+    backend = ScriptedBackend(replies)
+    return Agent(Model(backend, family="qwen2.5"), [lookup, search], max_steps=8, **kw), backend  # type: ignore[arg-type]
+
+
+def test_a_call_that_failed_is_not_run_again_with_the_same_arguments() -> None:
+    a, _ = agent([tc("lookup", key="x"), tc("lookup", key="x"), "I could not find x."])
+    result = a.run("Find x.")
+    assert RUNS == {"lookup": 1}
+    second = result.trace[1].calls[0]
+    assert second.outcome is CallOutcome.REPEATED_ERROR and not second.ok
+    assert "This exact call already failed" in result.messages[4]["content"]
+    assert "KeyError" in result.messages[4]["content"]
+    assert result.trace[1].loop_checks == [f"lookup ({second.id}): repeated error, not run again"]
+    assert result.trace[2].tool_choice == "none"  # the next turn must answer
+    assert result.answer == "I could not find x."
+
+
+def test_other_arguments_after_a_failure_do_run() -> None:
+    a, _ = agent([tc("lookup", key="x"), tc("lookup", key="y"), "no"])
+    a.run("Find x.")
+    assert RUNS == {"lookup": 2}
+
+
+def test_an_empty_result_asked_again_says_it_will_stay_empty() -> None:
+    a, _ = agent([tc("search", query="q"), tc("search", query="q"), "Nothing found."])
+    result = a.run("Search q.")
+    assert RUNS == {"search": 1}
+    assert result.trace[1].calls[0].outcome is CallOutcome.REPEATED
+    assert "returned nothing; it will return nothing again" in result.messages[4]["content"]
+
+
+def test_two_tools_called_in_turn_without_progress_are_stopped() -> None:
+    replies = [tc("search", query="a"), tc("lookup", key="a"), tc("search", query="b"), tc("lookup", key="b"), "I found nothing."]
+    a, backend = agent(replies)
+    result = a.run("Find a or b.")
+    assert [s.calls[0].name for s in result.trace[:4]] == ["search", "lookup", "search", "lookup"]
+    note = result.messages[-2]
+    assert note["role"] == "user" and "lookup and search in turn four times" in note["content"]
+    assert result.trace[3].loop_checks == ["lookup and search called in turn for 4 steps without a new result"]
+    assert result.trace[4].tool_choice == "none" and "in turn four times" in backend.prompts[4].text
+    assert result.answer == "I found nothing."
+
+
+def test_turns_that_bring_something_new_are_progress() -> None:
+    @tool
+    def page(n: int) -> str:
+        """A page.
+
+        Args:
+            n: Which.
+        """
+        return f"text of page {n}"
+
+    replies = [tc("page", n=1), tc("search", query="a"), tc("page", n=2), tc("search", query="b"), tc("page", n=3), "done"]
+    RUNS.clear()
+    result = Agent(Model(ScriptedBackend(replies), family="qwen2.5"), [page, search], max_steps=8).run("read")
+    assert all(not s.loop_checks for s in result.trace) and result.answer == "done"
+
+
+def test_a_call_id_the_model_used_before_is_renamed_so_results_pair() -> None:
+    def call(id_: str, key: str) -> str:
+        return "[TOOL_CALLS]" + json.dumps([{"name": "search", "arguments": {"query": key}, "id": id_}])
+
+    RUNS.clear()
+    backend = ScriptedBackend([call("abc123def", "a"), call("abc123def", "b"), "done"])
+    result = Agent(Model(backend, family="mistral-nemo"), [search], constrained=False).run("find")
+    first, second = result.trace[0].calls[0], result.trace[1].calls[0]
+    assert first.id == "abc123def" and second.id != "abc123def" and len(second.id) == 9
+    assert result.messages[3]["tool_calls"][0]["id"] == second.id and result.messages[4]["tool_call_id"] == second.id
+    assert "Your call had the id 'abc123def'" in result.messages[4]["content"]
+    assert result.trace[1].loop_checks == [f"search: call id 'abc123def' was used before; renamed {second.id!r}"]
+
+
+CALL = {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}
+
+
+@pytest.mark.parametrize("history, problem", [
+    ([{"role": "user", "content": "q"}, {"role": "tool", "tool_call_id": "c1", "content": "r"}], "which no call"),
+    ([{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "", "tool_calls": [CALL]},
+      {"role": "user", "content": "and?"}], "have no result"),
+    ([{"role": "user", "content": "q"},
+      {"role": "assistant", "content": "", "tool_calls": [CALL]},
+      {"role": "tool", "tool_call_id": "c2", "content": "r"}], "'c2'"),
+])
+def test_a_history_whose_results_do_not_pair_is_refused(history: list[dict], problem: str) -> None:
+    a, _ = agent(["x"])
+    with pytest.raises(UsageError, match=problem):
+        a.run(history)
