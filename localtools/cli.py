@@ -29,6 +29,7 @@ EPILOG = """examples:
   localtools serve --model qwen2.5-coder-0.5b --port 8000   # then base_url="http://127.0.0.1:8000/v1"
   localtools bench --bfcl --category simple_python --category irrelevance --sample 20 --json bench.json
   localtools bench --sample 40 --peer llama-cpp-python --peer openai:http://127.0.0.1:8080/v1 --plot bench.png
+  localtools bench --bfcl --pooled --route-k 5 --sample 20   # all BFCL 'multiple' tools in one pool vs routed to 5
   localtools engines start llama-server --model qwen2.5-coder-0.5b --parallel 4 --port 8080
   localtools serve --backend llama-server --engine-url http://127.0.0.1:8080 --model qwen2.5-coder-0.5b
 """
@@ -128,6 +129,13 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--system", help="system prompt")
     run.add_argument("--trace", metavar="FILE", help="write the per-step trace as JSON lines")
     run.add_argument("--yes", action="store_true", help="approve destructive tools without asking")
+    run.add_argument("--run-file", metavar="FILE",
+                     help="write the run's state to FILE (JSON lines) as it happens; if FILE exists, continue that run "
+                          "instead (after a crash or a kill): calls that finished are not run again, and QUESTION is "
+                          "read from the file")
+    run.add_argument("--audit-log", metavar="FILE",
+                     help="append one JSON line per tool call to FILE: run id, tool, arguments (secrets masked), "
+                          "outcome, seconds")
     run.add_argument("--mcp", action="append", default=[], metavar="COMMAND|URL",
                      help="also offer the tools of an MCP server: a command started and spoken to over stdio "
                           "(\"python my_server.py\") or an http(s) URL (streamable HTTP); repeatable. Tools the "
@@ -196,6 +204,14 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--scenarios", action="store_true", help="also run the multi-turn scenarios (a question, tools "
                        "incl. unrelated ones, the results): per auto mode, how often the answer holds the facts and "
                        "the needed tool was called once")
+    bench.add_argument("--pooled", action="store_true", help="routing among many tools: pool the tools of every case "
+                       "of the categories (default: multiple) into one set, deduplicated by name (the first definition "
+                       "kept), and ask each sampled case with all of them and with the --route-k tools nearest its "
+                       "question (EmbeddingRouter, the routing extra). Per mode: accuracy against the case's expected "
+                       "call, mean/max prompt tokens, and the prompts that leave fewer than --max-tokens of the "
+                       "model's context (not generated; scored wrong). localtools' own modes only")
+    bench.add_argument("--route-k", type=int, action="append", metavar="K",
+                       help="with --pooled: tools the router offers per case (repeatable; default 5)")
     bench.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
@@ -337,8 +353,10 @@ def _mcp_tools(specs: list[str], servers: contextlib.ExitStack) -> list[Any]:
 def _run(args: argparse.Namespace, tools: list[Any]) -> int:
     from ._agent import Agent, RunResult, write_trace
     from ._errors import AgentError
+    from ._middleware import AuditLog
 
     model = _load_model(args)
+    resume = args.run_file is not None and Path(args.run_file).exists()
     agent = Agent(
         model,
         tools,
@@ -351,9 +369,18 @@ def _run(args: argparse.Namespace, tools: list[Any]) -> int:
         approve=_approver(args.yes),
         thinking=args.thinking,
         reasoning_budget=args.reasoning_budget,
+        middleware=[AuditLog(args.audit_log)] if args.audit_log else [],
     )
     try:
-        result: RunResult = agent.run(args.question) if args.quiet else asyncio.run(_show_run(agent, args.question))
+        if resume:
+            print(f"continuing the run in {args.run_file}", file=sys.stderr)
+            result: RunResult = agent.resume(args.run_file)
+            if not args.quiet:
+                print(result.answer)
+        elif args.quiet:
+            result = agent.run(args.question, run_file=args.run_file)
+        else:
+            result = asyncio.run(_show_run(agent, args.question, args.run_file))
     except AgentError as exc:
         if args.trace:
             write_trace(exc.trace, args.trace)
@@ -365,7 +392,7 @@ def _run(args: argparse.Namespace, tools: list[Any]) -> int:
     return 0
 
 
-async def _show_run(agent: Any, question: str) -> Any:
+async def _show_run(agent: Any, question: str, run_file: str | None = None) -> Any:
     """The run as it happens: reasoning (dimmed) and text as the model writes them, each call
     once whole (→), its result (←), and the answer last."""
     from rich.console import Console
@@ -386,7 +413,7 @@ async def _show_run(agent: Any, question: str) -> Any:
             write("\n")
         writing = ""
 
-    async for event in agent.astream(question):
+    async for event in agent.astream(question, run_file=run_file):
         if isinstance(event, ReasoningDelta):
             if writing != "reasoning":
                 end_line()
@@ -603,14 +630,102 @@ def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any
     return summarize_scenarios(results), results
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
+def _bench_targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The --model names and --backend names a bench run covers."""
+    from ._catalog import default_model
+    from ._load import ENGINES
+
+    names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
+    engines = [b for b in backends if b in ENGINES]
+    if engines and (not args.model or len(args.model) > 1) and not args.peers_only:
+        raise UsageError(f"--backend {engines[0]} needs one --model: the model the engine serves (it names the "
+                         "family and labels the results; an engine serves one model)")
+    return names, backends
+
+
+def _bench_models(args: argparse.Namespace, names: list[str], backends: list[str]) -> dict[tuple[str, str], Any]:
+    from ._load import load
+
+    return {(name, backend): load(name, backend=backend, **_engine_options(args, backend)) for name in names
+            for backend in backends}
+
+
+def _print_table(table: Any) -> None:
     from rich.console import Console
+
+    console = Console()
+    # Piped output would be squeezed to 80 columns; a log file has room for the whole table.
+    (console if console.is_terminal else Console(width=200)).print(table)
+
+
+def _bench_pooled(args: argparse.Namespace) -> int:
+    """``bench --pooled``: every case against one pooled tool set, all of it vs routed to the top k."""
     from rich.table import Table
 
-    from ._catalog import default_model
-    from ._load import ENGINES, load
+    from ._routing import EmbeddingRouter
+    from .bench import bfcl_data_dir, load_cases, sample, write_json
+    from .bench._pooled import PooledMode, pool_tools, run_pooled, summarize_pooled
+
+    if args.peer or args.peers_only or args.plot or args.scenarios:
+        raise UsageError("--pooled runs localtools' own modes only (it counts each prompt's tokens before generating): "
+                         "drop --peer, --peers-only, --plot and --scenarios")
+    ks = list(dict.fromkeys(args.route_k or [5]))
+    for k in ks:
+        EmbeddingRouter(k)  # a bad k or a missing routing extra fails now, not after loading the models
+    folder = args.data or bfcl_data_dir()
+    categories = args.category or ["multiple"]
+    every = {category: load_cases(folder, category) for category in categories}
+    pool = pool_tools(case for category in categories for case in every[category])
+    cases = [c for category in categories for c in sample(every[category], args.sample, args.seed)]
+    if args.system:
+        cases = [c.with_system(args.system) for c in cases]
+    names, backends = _bench_targets(args)
+    modes = [PooledMode(name, backend, decoding == "constrained", choice, route_k=k)
+             for name in names for backend in backends for choice in args.tool_choice or ["auto"]
+             for decoding in args.mode or ["free", "constrained"] for k in [None, *ks]]
+    models = _bench_models(args, names, backends)
+    with _steps("bench", len(cases) * len(modes)) as step:
+        results = run_pooled(models, modes, cases, pool, max_tokens=args.max_tokens,
+                             on_result=lambda r: step(f"{r.mode} {r.case_id}"))
+    rows = summarize_pooled(results, modes)
+    contexts = sorted({str(getattr(m.backend, "n_ctx", None) or "?") for m in models.values()})
+    table = Table(title=f"{len(cases)} cases from {', '.join(categories)}, asked against {len(pool)} pooled tools "
+                  f"(context {'/'.join(contexts)} tokens, max_tokens {args.max_tokens})")
+    for column in ("mode", "offered", "cases", "accuracy", "valid", "expected offered", "prompt tok mean", "max",
+                   "over context", "p50 s", "route ms"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for row in rows:
+        table.add_row(row["mode"], f"{row['offered_mean']:.0f}", str(row["cases"]), f"{row['accuracy']:.1%}",
+                      f"{row['valid_rate']:.1%}", f"{row['expected_offered_rate']:.1%}", f"{row['prompt_tokens_mean']:,.0f}",
+                      f"{row['prompt_tokens_max']:,}", str(row["over_context"]), _fmt(row["latency_p50"], ".2f"),
+                      _fmt(row["route_ms_mean"], ".0f"))
+    _print_table(table)
+    for row in rows:
+        if "accuracy_vs_all" in row:
+            print(f"{row['mode']} vs all tools: accuracy {row['accuracy_vs_all'] * 100:+.1f} points, mean prompt "
+                  f"{row['prompt_tokens_ratio_vs_all']:.3f}x the tokens")
+    if pool.redefined:
+        affected = len({r.case_id for r in results if r.redefined})
+        print(f"note: {len(pool.redefined)} tool names are defined differently by later cases; the first definition "
+              f"is kept, and {affected} of the {len(cases)} cases expect such a tool")
+    if args.json:
+        meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
+                "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes],
+                "pooled_tools": len(pool), "redefined_tools": pool.redefined, "route_k": ks, "n_ctx": contexts}
+        write_json(args.json, rows, list(results), meta)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def _cmd_bench(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
     from .bench import CATEGORIES, Mode, bfcl_data_dir, load_cases, run_bench, sample, summarize, write_json
 
+    if args.pooled:
+        return _bench_pooled(args)
+    if args.route_k:
+        raise UsageError("--route-k applies to --pooled")
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
     if args.plot:
@@ -622,19 +737,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     cases = [c for cat in categories for c in sample(load_cases(folder, cat), args.sample, args.seed)]
     if args.system:
         cases = [c.with_system(args.system) for c in cases]
-    names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
-    engines = [b for b in backends if b in ENGINES]
-    if engines and (not args.model or len(args.model) > 1) and not args.peers_only:
-        raise UsageError(f"--backend {engines[0]} needs one --model: the model the engine serves (it names the "
-                         "family and labels the results; an engine serves one model)")
+    names, backends = _bench_targets(args)
     choices = args.tool_choice or ["auto"]
     modes = [] if args.peers_only else [
         Mode(name, backend, decoding == "constrained", choice)
         for name in names for backend in backends
         for choice in choices for decoding in (args.mode or ["free", "constrained"])]
-    models: dict[tuple[str, str], Any] = {} if args.peers_only else {
-        (name, backend): load(name, backend=backend, **_engine_options(args, backend)) for name in names
-        for backend in backends}
+    models: dict[tuple[str, str], Any] = {} if args.peers_only else _bench_models(args, names, backends)
     peers, peer_modes = _bench_peers(args, names, choices)
     models.update(peers)
     modes += peer_modes
@@ -652,9 +761,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
                       str(row["disguised_calls"]),
                       _fmt(row["latency_p50"], ".2f"), _fmt(row["latency_p95"], ".2f"), _fmt(row["ttft_p50"], ".2f"),
                       _fmt(row["generated_tokens_per_s"], ".1f"), _fmt(row.get("grammar_overhead_ratio"), ".2f"))
-    console = Console()
-    # Piped output would be squeezed to 80 columns; a log file has room for the whole table.
-    (console if console.is_terminal else Console(width=200)).print(table)
+    _print_table(table)
     if scenario_rows:
         scenarios = Table(title="multi-turn scenarios (auto modes)")
         for column in ("mode", "scenarios", "answered", "called once", "mean steps"):
@@ -662,7 +769,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         for srow in scenario_rows:
             scenarios.add_row(srow["mode"], str(srow["scenarios"]), f"{srow['answer_rate']:.0%}",
                               f"{srow['called_once_rate']:.0%}", f"{srow['mean_steps']:.1f}")
-        (console if console.is_terminal else Console(width=200)).print(scenarios)
+        _print_table(scenarios)
     if args.json:
         meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
                 "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes]}

@@ -198,3 +198,20 @@ def test_run_file_errors_are_typed(tmp_path: Path) -> None:
     run_file.write_text('{"kind": "run", "version": 1, "run_id": "x", "messages": [], "tools": []}\nnot json\n{}\n')
     with pytest.raises(DataError, match=":2 is not a JSON record"):
         agent.resume(run_file)
+
+
+def test_cli_run_file_continues_a_run_and_audit_log_records_each_call(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import localtools.cli as cli
+
+    run_file = kill_in_first_turn(tmp_path, None)
+    monkeypatch.setattr(cli, "_load_model", lambda args: Model(ScriptedBackend(["Order 42 has shipped."]), family="qwen2.5"))
+    monkeypatch.setattr(cli, "_load_tools", lambda specs: resumable_run.tools(tmp_path))
+    audit = tmp_path / "audit.jsonl"
+    assert cli.main(["run", "ignored: read from the file", "--run-file", str(run_file), "--audit-log", str(audit)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == "Order 42 has shipped." and f"continuing the run in {run_file}" in captured.err
+    assert counts(tmp_path) == {"check_stock": 1, "ship_order": 2}
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert [(r["tool"], r["outcome"], r["arguments"]) for r in lines] == [("ship_order", "ok", {"order_id": 42})]
+    assert lines[0]["run_id"] == records(run_file)[0]["run_id"]
