@@ -69,6 +69,7 @@ from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
 from ._redact import DEFAULT_SENSITIVE_KEYS, redact, redact_json
 from ._results import Full, Pick, ResultContext, ResultPolicy, Summarize, Truncate
+from ._routing import EmbeddingRouter, Router, Routers, RuleRouter
 from ._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStarted, TurnDone
 from ._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
 from .backends.scripted import ScriptedBackend
@@ -97,6 +98,7 @@ __all__ = [
     "ContextBudget",
     "ContextLengthExceeded",
     "DataError",
+    "EmbeddingRouter",
     "EngineError",
     "EngineIgnoredGrammar",
     "EngineUnavailable",
@@ -124,6 +126,9 @@ __all__ = [
     "ResultPolicy",
     "Retry",
     "RetryLimitExceeded",
+    "Router",
+    "Routers",
+    "RuleRouter",
     "RunDone",
     "RunFailed",
     "RunResult",

@@ -40,6 +40,7 @@ from ._parse import ToolCall, new_call_id
 from ._prompt import Prompt, with_system
 from ._redact import redact_json
 from ._results import Full, ResultContext, ResultPolicy, shape
+from ._routing import Router
 from ._runfile import Pending, Replay, RunLog, replay, tool_message
 from ._stream import StreamEvent, TurnDone, relay
 from ._tools import Tool, ToolRegistry
@@ -217,7 +218,7 @@ class Agent:
         reasoning_budget: int | None = None,
         middleware: Sequence[Middleware] = (),
         observers: Sequence[Observer] = (),
-        router: Any = None,
+        router: Router | None = None,
         context: ContextBudget | None = DEFAULT_BUDGET,
         memory: Memory | None = None,
         result: ResultPolicy | None = None,

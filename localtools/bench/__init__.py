@@ -4,6 +4,7 @@ checker, plus the multi-turn scenarios (the ``bench`` extra)."""
 from ._bfcl import CATEGORIES, Case, bfcl_data_dir, load_cases, sample
 from ._checker import Verdict, check_calls
 from ._peers import LlamaCppPythonPeer, NativePeer, OpenAIPeer, Peer, PeerError, PeerReply, parse_peer
+from ._pooled import Pool, PooledMode, PooledResult, pool_tools, run_pooled, summarize_pooled
 from ._runner import CaseResult, Mode, run_bench, summarize, write_json
 from ._scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario, summarize_scenarios
 
@@ -19,6 +20,9 @@ __all__ = [
     "Peer",
     "PeerError",
     "PeerReply",
+    "Pool",
+    "PooledMode",
+    "PooledResult",
     "Scenario",
     "ScenarioResult",
     "Verdict",
@@ -26,10 +30,13 @@ __all__ = [
     "check_calls",
     "load_cases",
     "parse_peer",
+    "pool_tools",
     "run_bench",
+    "run_pooled",
     "run_scenario",
     "sample",
     "summarize",
+    "summarize_pooled",
     "summarize_scenarios",
     "write_json",
 ]

@@ -1,0 +1,44 @@
+"""The router alone: how often the expected tool is among the top k of a pooled BFCL tool set.
+
+    .venv/bin/python benchmarks/route_recall.py [--category multiple] [--k 1 --k 3 --k 5 --k 8]
+
+Every case's tools of the category go into one pool (deduplicated by name, as ``localtools bench
+--pooled`` does); each case's question is routed with ``EmbeddingRouter(k)`` (all-MiniLM-L6-v2, the
+``routing`` extra) and counts as found when every tool its expected calls name is offered. No model
+generates anything. Prints a Markdown table: k, recall, and mean milliseconds per question.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from localtools import Tool
+from localtools._routing import EmbeddingRouter
+from localtools.bench import bfcl_data_dir, load_cases, pool_tools
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--category", default="multiple")
+    parser.add_argument("--k", type=int, action="append", help="repeatable (default 1, 3, 5, 8)")
+    args = parser.parse_args()
+    cases = load_cases(bfcl_data_dir(), args.category)
+    pool = pool_tools(cases)
+    tools = [Tool.from_schema(spec, lambda **_: None) for spec in pool.specs]
+    print(f"{len(cases)} {args.category} cases, {len(tools)} pooled tools\n")
+    print("| k | expected tool offered | ms per question |")
+    print("| --- | --- | --- |")
+    for k in args.k or [1, 3, 5, 8]:
+        router = EmbeddingRouter(k)
+        router.select([{"role": "user", "content": "warm up"}], tools, keep=())  # loads MiniLM, embeds the pool
+        found, started = 0, time.perf_counter()
+        for case in cases:
+            offered = {t.name for t in router.select(case.messages, tools, keep=())}
+            found += {name for call in case.expected for name in call} <= offered
+        ms = 1000 * (time.perf_counter() - started) / len(cases)
+        print(f"| {k} | {found / len(cases):.1%} ({found} of {len(cases)}) | {ms:.0f} |")
+
+
+if __name__ == "__main__":
+    main()
