@@ -133,6 +133,9 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="write the run's state to FILE (JSON lines) as it happens; if FILE exists, continue that run "
                           "instead (after a crash or a kill): calls that finished are not run again, and QUESTION is "
                           "read from the file")
+    run.add_argument("--route", type=int, metavar="K",
+                     help="offer each model turn only the K tools nearest the question (all-MiniLM-L6-v2 embeddings; "
+                          "needs the routing extra), plus those called before: for large tool sets")
     run.add_argument("--audit-log", metavar="FILE",
                      help="append one JSON line per tool call to FILE: run id, tool, arguments (secrets masked), "
                           "outcome, seconds")
@@ -354,6 +357,7 @@ def _run(args: argparse.Namespace, tools: list[Any]) -> int:
     from ._agent import Agent, RunResult, write_trace
     from ._errors import AgentError
     from ._middleware import AuditLog
+    from ._routing import EmbeddingRouter
 
     model = _load_model(args)
     resume = args.run_file is not None and Path(args.run_file).exists()
@@ -370,6 +374,7 @@ def _run(args: argparse.Namespace, tools: list[Any]) -> int:
         thinking=args.thinking,
         reasoning_budget=args.reasoning_budget,
         middleware=[AuditLog(args.audit_log)] if args.audit_log else [],
+        router=EmbeddingRouter(args.route) if args.route else None,
     )
     try:
         if resume:

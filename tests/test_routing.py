@@ -436,3 +436,25 @@ def test_qwen_calls_the_right_tool_from_a_routed_pool() -> None:
     assert [(c.name, c.arguments) for c in first.calls] == [("get_customer", {"customer_id": "cust-1001"})]
     assert result.trace[1].offered is not None and "get_customer" in result.trace[1].offered
     assert "pro" in result.answer.lower()
+
+
+def test_cli_run_route_offers_the_nearest_tools(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import localtools.cli as cli
+    from localtools import Model, ScriptedBackend, Tool
+
+    def make(name: str, doc: str) -> Tool:
+        def fn(x: str) -> str:
+            return f"{name}:{x}"
+
+        return Tool.from_function(fn, name=name, description=doc)
+
+    tools = [make("get_weather", "weather forecast for a city"), make("get_stock", "stock price of a company"),
+             make("send_mail", "send an email message")]
+    backend = ScriptedBackend(['<tool_call>\n{"name": "get_weather", "arguments": {"x": "Oslo"}}\n</tool_call>', "Sunny."])
+    monkeypatch.setattr(cli, "_load_model", lambda args: Model(backend, family="qwen2.5"))
+    monkeypatch.setattr(cli, "_load_tools", lambda specs: tools)
+    monkeypatch.setattr("localtools._routing.minilm_embedder", lambda: bag_of_words)
+    assert cli.main(["run", "What is the weather forecast in Oslo?", "--route", "1", "--quiet"]) == 0
+    assert capsys.readouterr().out.strip() == "Sunny."
+    first = backend.prompts[0].text
+    assert "get_weather" in first and "get_stock" not in first and "send_mail" not in first
