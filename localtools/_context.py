@@ -35,9 +35,10 @@ class ContextBudget:
 
     ``n_ctx``: ``None`` for the backend's own (a backend that does not say has no budget).
     ``reserve``: the room kept for the reply; ``None`` for the agent's ``max_tokens``.
-    ``keep_recent``: the latest steps that are never left out. ``min_result_chars``: a result is
-    never cut shorter. ``summarize``: given the messages left out, the text that stands for them
-    (the default names the calls they held).
+    ``keep_recent``: the latest steps left out only when nothing else makes room.
+    ``min_result_chars``: results are cut no shorter than this before a step is left out.
+    ``summarize``: given the messages left out, the text that stands for them (the default names
+    the calls they held).
     """
 
     n_ctx: int | None = None
@@ -86,18 +87,20 @@ class ContextBudget:
             dropped.append(droppable.pop(0))
             kept = self._without(layout, dropped)
             used = measure(kept)
-        # 3. What is left of the results, largest first.
-        for _ in range(64):
-            if used <= room:
-                break
-            results = [m for m in kept if m.get("role") == "tool" and isinstance(m.get("content"), str)
-                       and len(m["content"]) > self.min_result_chars + 100]
-            if not results:
-                break
-            biggest = max(results, key=lambda m: len(m["content"]))
-            over = math.ceil((used - room) * chars_per_token * 1.2) + 100
-            cuts.cut(biggest, max(self.min_result_chars, cuts.kept(biggest) - over))
-            used = measure(kept)
+        # 3. What is left of the results, largest first: to min_result_chars, then, before a
+        # whole step goes, to nothing but the note that says a result was there.
+        for floor in (self.min_result_chars, 0):
+            for _ in range(64):
+                if used <= room:
+                    break
+                results = [m for m in kept if m.get("role") == "tool" and isinstance(m.get("content"), str)
+                           and cuts.kept(m) > floor]
+                if not results:
+                    break
+                biggest = max(results, key=cuts.kept)
+                over = math.ceil((used - room) * chars_per_token * 1.1) + 16
+                cuts.cut(biggest, max(floor, cuts.kept(biggest) - over))
+                used = measure(kept)
         # 4. Last, the latest steps too: a prompt that says what it left out beats no prompt.
         recent = units[len(dropped):]
         while used > room and recent:
