@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import inspect
 import json
+import logging
 import re
 import threading
 import time
@@ -49,6 +50,7 @@ __all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "Observer", "RunDo
            "StepDone", "StepTrace", "ToolResult"]
 
 Approver = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
+_log = logging.getLogger("localtools")
 #: Told to the model with ``Agent(cite=True)``.
 CITE_HINT = ("Each tool result begins with its id in brackets, like [r1]. When your answer uses a result, "
              "cite its id in brackets.")
@@ -303,6 +305,7 @@ class Agent:
                 messages[lead:lead] = earlier
                 state.remembered = lead + len(earlier)
             state.question = _question_index(messages)
+            state.ids = _history_ids(messages)
             if run_file is not None:
                 state.log = RunLog.create(run_file, state.run_id, messages, [t.name for t in tools],
                                           remembered=state.remembered)
@@ -325,7 +328,10 @@ class Agent:
 
     def _observe(self, run_id: str, event: ObservedEvent) -> None:
         for observer in self.observers:
-            observer(run_id, event)
+            try:
+                observer(run_id, event)
+            except Exception:  # an observer sees a run; its failure never changes one
+                _log.warning("observer %r failed on %s of run %s", observer, type(event).__name__, run_id, exc_info=True)
 
     async def _loop(self, messages: list[dict[str, Any]], tools: list[Tool], state: _RunState, *, live: bool,
                     pending: Pending | None = None) -> AsyncGenerator[AgentEvent, None]:
@@ -387,6 +393,7 @@ class Agent:
         state.repeated = any(c.outcome in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR) for c in st.calls)
         st.loop_checks += [f"{c.name} ({c.id}): {c.outcome.value}, not run again" for c in st.calls
                            if c.outcome in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR)]
+        added = len(messages)
         for done in st.calls:
             messages.append(tool_message(done))
             yield ToolResult(done)
@@ -394,7 +401,7 @@ class Agent:
             messages.append({"role": "user", "content": stalled})
         self._notify(st)
         yield StepDone(st)
-        self._count_mistakes(st, state, messages)
+        self._count_mistakes(st, state, messages, messages[added:])
 
     def _opening(self, question: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
         if isinstance(question, str):
@@ -428,7 +435,9 @@ class Agent:
         n_ctx = None if budget is None else budget.n_ctx or getattr(self.model.backend, "n_ctx", None)
         if budget is None or not isinstance(n_ctx, int):
             return messages
-        room = n_ctx - (self.max_tokens if budget.reserve is None else budget.reserve)
+        # A reply room of half the context or more is cut to half: the backend shortens the reply
+        # to what is left, as it did before, rather than every prompt failing to fit.
+        room = n_ctx - min(self.max_tokens if budget.reserve is None else budget.reserve, n_ctx // 2)
         render = functools.partial(self.model.render, tools=tools, parallel_tool_calls=self.parallel_tool_calls,
                                    tool_choice=st.tool_choice, thinking=self.thinking)
 
@@ -530,6 +539,9 @@ class Agent:
         """Runs the calls concurrently; identical calls (in this turn or repeating an earlier one)
         run once; a call in ``finished`` (a resumed run's) keeps its outcome unless the tool failed."""
         kept = {i: t for i, t in finished.items() if not t.outcome.tool_failed}
+        for c in calls:  # what finished before a resume counts as run, for the calls beside it too
+            if c.id in kept:
+                state.remember(c, kept[c.id])
         first: dict[str, ToolCall] = {}
         for c in calls:
             if c.id not in kept and _call_key(c) not in state.done_calls and _call_key(c) not in state.failed_calls:
@@ -541,14 +553,9 @@ class Agent:
             key = _call_key(call)
             if call.id in kept:
                 traces.append(kept[call.id])
-                if kept[call.id].outcome is CallOutcome.OK:
-                    state.done_calls[key] = kept[call.id].result
             elif first.get(key) is call:
                 traces.append(executed[key])
-                if executed[key].ok:
-                    state.done_calls[key] = executed[key].result
-                else:
-                    state.failed_calls[key] = executed[key].result
+                state.remember(call, executed[key])
             elif key in state.done_calls:
                 earlier = state.done_calls[key]
                 note = (f"{earlier}\n(This call was already made; this is its result. Use it to answer.)"
@@ -568,12 +575,13 @@ class Agent:
                                         outcome=twin.outcome))
         return traces
 
-    def _count_mistakes(self, st: StepTrace, state: _RunState, messages: list[dict[str, Any]]) -> None:
+    def _count_mistakes(self, st: StepTrace, state: _RunState, messages: list[dict[str, Any]],
+                        added: list[dict[str, Any]]) -> None:
         """A turn whose every call was a model mistake uses up a retry; any other turn resets them."""
         mistakes = [c for c in st.calls if c.outcome.is_model_mistake]
         state.failures = state.failures + 1 if len(mistakes) == len(st.calls) else 0
         if state.log is not None:
-            state.log.step_done(st.step, state.failures, state.repeated)
+            state.log.step_done(st, added, state.failures, state.repeated)
         if state.failures > self.max_retries:
             raise RetryLimitExceeded(f"the model kept making invalid calls ({mistakes[-1].error})", messages, state.trace)
 
@@ -624,10 +632,12 @@ class Agent:
             return done(f"Error: {exc}. Do not call it again now; answer with what you have.", CallOutcome.UNAVAILABLE)
         except ToolExecutionError as exc:
             return done(f"Error: {exc}", CallOutcome.RAISED)
-        text = _to_text(value)
-        if self.redact:
-            text = self.redact(text, tool) if callable(self.redact) else redact_json(text)
+        except Exception as exc:  # a middleware's own failure: the call failed, the run goes on
+            return done(f"Error: the call to {tool.name!r} failed: {type(exc).__name__}: {exc}", CallOutcome.RAISED)
         try:
+            text = _to_text(value)
+            if self.redact:
+                text = self.redact(text, tool) if callable(self.redact) else redact_json(text)
             shaped = await shape(tool.result or self.result, text, ResultContext(tool, call, self._count_tokens))
         except Exception as exc:
             return done(f"Error: the result of {tool.name!r} could not be prepared: {type(exc).__name__}: {exc}",
@@ -763,15 +773,28 @@ class _RunState:
     #: The last turn repeated a call that already ran.
     repeated: bool = False
 
+    def remember(self, call: ToolCall, done: CallTrace) -> None:
+        """A call that ran: its result answers the same call again; a failure (but a timeout,
+        which may pass) is not run again with the same arguments."""
+        if done.outcome is CallOutcome.OK:
+            self.done_calls[_call_key(call)] = done.result
+        elif done.outcome is not CallOutcome.TIMEOUT:
+            self.failed_calls[_call_key(call)] = done.result
+
     @classmethod
     def resumed(cls, replayed: Replay) -> _RunState:
         state = cls(run_id=replayed.run_id, trace=replayed.trace, failures=replayed.failures, repeated=replayed.repeated,
                     remembered=replayed.remembered, question=_question_index(replayed.messages[:replayed.opening]))
-        state.done_calls = {_call_key(call): result for call, result in replayed.done_calls}
+        state.ids = _history_ids(replayed.messages[:replayed.opening])
         for step in replayed.trace:
             state.called += [c.name for c in step.calls if c.name not in state.called]
             state.refs += sum(c.ref is not None for c in step.calls)
             state.ids.update(c.id for c in step.calls)
+            for c in step.calls:
+                if c.outcome not in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR):
+                    state.remember(ToolCall(c.id, c.name, c.arguments), c)
+                if c.outcome is CallOutcome.OK:
+                    state.results.add(c.result)
         if replayed.pending is not None:
             state.called += [c.name for c in replayed.pending.calls if c.name not in state.called]
             state.ids.update(c.id for c in replayed.pending.calls)
@@ -780,26 +803,31 @@ class _RunState:
 
 def _check_pairs(messages: list[dict[str, Any]]) -> None:
     """A history whose results do not pair with its calls would teach the model the wrong
-    result for a call: refused, naming the message."""
-    open_ids: dict[str, str] = {}
+    result for a call: refused, naming the message. A result without a ``tool_call_id`` answers
+    the next call of its turn without a result, in order (templates that show no ids pair so)."""
+    open_ids: list[str | None] = []
     for i, m in enumerate(messages):
         role = m.get("role")
         if role == "tool":
             call_id = m.get("tool_call_id")
-            if call_id not in open_ids:
-                raise UsageError(f"messages[{i}] is a tool result for call id {call_id!r}, which no call in the assistant "
-                                 f"message before it has (its calls: {sorted(open_ids) or 'none'}); each result must "
-                                 "answer a call of the turn it follows")
-            del open_ids[call_id]
+            if not open_ids or (call_id is not None and call_id not in open_ids):
+                raise UsageError(f"messages[{i}] is a tool result for call id {call_id!r}, which no call without a result "
+                                 f"in the assistant message before it has (open: {open_ids or 'none'}); each result "
+                                 "must answer a call of the turn it follows")
+            open_ids.remove(call_id if call_id is not None else open_ids[0])
             continue
         if open_ids and role in ("assistant", "user"):
-            raise UsageError(f"the calls {sorted(open_ids)} before messages[{i}] have no result; add a tool message for "
+            raise UsageError(f"the calls {open_ids} before messages[{i}] have no result; add a tool message for "
                              "each (its tool_call_id set to the call's id) or leave the calls out")
         if role == "assistant":
-            open_ids = {str(c.get("id")): str(c.get("function", {}).get("name")) for c in m.get("tool_calls") or []}
+            open_ids = [c.get("id") for c in m.get("tool_calls") or []]
     if open_ids:
-        raise UsageError(f"the history ends with calls {sorted(open_ids)} that have no result; add their results "
+        raise UsageError(f"the history ends with calls {open_ids} that have no result; add their results "
                          "(tool messages) or leave the calls out")
+
+
+def _history_ids(messages: list[dict[str, Any]]) -> set[str]:
+    return {str(c["id"]) for m in messages for c in m.get("tool_calls") or [] if c.get("id")}
 
 
 def _question_index(opening: list[dict[str, Any]]) -> int | None:

@@ -110,13 +110,20 @@ class ContextBudget:
         if dropped:
             count = sum(len(u) for u in dropped)
             cuts.lines.append(f"left out the {len(dropped)} oldest step(s) ({count} messages){_calls_in(dropped)}")
+            if self.summarize is not None:
+                # Asked once, for what was left out in the end (it may be a model: slow).
+                summary = self.summarize([m for u in dropped for m in u])
+                with_summary = self._without(layout, dropped, summary)
+                if measure(with_summary) <= room:
+                    kept = with_summary
+                else:
+                    cuts.lines.append("the summary of what was left out did not fit; a note names the calls instead")
         if used > room:
             raise ContextLengthExceeded(used, room)
         return Fitted(kept, cuts.describe(kept))
 
-    def _without(self, layout: _Layout, dropped: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-        gone = [m for u in dropped for m in u]
-        note = self.summarize(gone) if self.summarize is not None else _default_note(dropped)
+    def _without(self, layout: _Layout, dropped: list[list[dict[str, Any]]], note: str | None = None) -> list[dict[str, Any]]:
+        note = _default_note(dropped) if note is None else note
         before = [m for u in layout.units[len(dropped):layout.earlier] for m in u]
         after = [m for u in layout.units[max(len(dropped), layout.earlier):] for m in u]
         return [*_with_note(layout.system, note), *before, *layout.question, *after]

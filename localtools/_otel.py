@@ -150,7 +150,7 @@ class OpenTelemetry:
         run.turn_done, run.turn_end, run.finish_reason = True, now, result.finish_reason
 
     def _step_done(self, run: _Run, step: StepTrace, now: int) -> None:
-        if not run.turn_done:
+        if not run.turn_done and step.error:  # (a resumed run's first step ends with no turn of its own)
             self._unusable_turn(run, step, now)
         self._end_calls(run)
         run.steps += 1

@@ -7,7 +7,7 @@ it finished on disk (and at worst one torn last line, which is skipped)::
     {"kind": "turn", "step": 1, "message": {...}, "calls": [...], "trace": {...}}   a usable turn
     {"kind": "call", "step": 1, "id": ..., "state": "running"}                        before a call runs
     {"kind": "call", "step": 1, "id": ..., "state": "done", "trace": {...}}           its outcome
-    {"kind": "step", "step": 1, "failures": 0, "repeated": false}                     the step ended
+    {"kind": "step", "step": 1, "calls": [...], "messages": [...], "failures": 0, ...}  the step ended
     {"kind": "unusable", "step": 2, "trace": {...}, "messages": [...]}                fed back
     {"kind": "end", "answer": ...}
 """
@@ -69,8 +69,10 @@ class RunLog:
     def call_done(self, step: int, trace: Any) -> None:
         self._write({"kind": "call", "step": step, "id": trace.id, "state": "done", "trace": asdict(trace)})
 
-    def step_done(self, step: int, failures: int, repeated: bool) -> None:
-        self._write({"kind": "step", "step": step, "failures": failures, "repeated": repeated})
+    def step_done(self, step: Any, messages: list[dict[str, Any]], failures: int, repeated: bool) -> None:
+        """The step's calls as the model got them (ids, results, notes) and the messages they added."""
+        self._write({"kind": "step", "step": step.step, "calls": [asdict(c) for c in step.calls], "messages": messages,
+                     "failures": failures, "repeated": repeated})
 
     def unusable(self, step: Any, messages: list[dict[str, Any]], failures: int) -> None:
         self._write({"kind": "unusable", "step": step.step, "trace": _step_fields(step), "messages": messages,
@@ -110,8 +112,6 @@ class Replay:
     messages: list[dict[str, Any]]
     tools: list[str]
     trace: list[Any] = field(default_factory=list)
-    #: Results of the calls that ran, by call key (see the agent's repeated-call check).
-    done_calls: list[tuple[ToolCall, str]] = field(default_factory=list)
     failures: int = 0
     repeated: bool = False
     pending: Pending | None = None
@@ -173,11 +173,8 @@ def replay(path: str | Path) -> Replay:
             state.pending.finished[record["id"]] = call_trace(record["trace"])
         elif kind == "step" and state.pending is not None:
             pending, state.pending = state.pending, None
-            pending.step.calls = [pending.finished[c.id] for c in pending.calls]
-            for call, done in zip(pending.calls, pending.step.calls, strict=True):
-                state.messages.append(tool_message(done))
-                if done.ok and done.outcome is CallOutcome.OK:
-                    state.done_calls.append((call, done.result))
+            pending.step.calls = [call_trace(c) for c in record["calls"]]
+            state.messages.extend(record["messages"])
             state.failures, state.repeated = int(record["failures"]), bool(record["repeated"])
         elif kind == "unusable":
             state.trace.append(step_trace(record["trace"]))

@@ -40,7 +40,8 @@ def paired(prompt_messages: list[dict[str, Any]]) -> bool:
 
 def run(replies: list[str], n_ctx: int | None, **kw: Any) -> tuple[Any, ScriptedBackend]:
     backend = ScriptedBackend(replies, n_ctx=n_ctx)
-    agent = Agent(Model(backend, family="qwen2.5"), [fetch], max_tokens=128, max_steps=12, **kw)
+    kw.setdefault("max_tokens", 128)
+    agent = Agent(Model(backend, family="qwen2.5"), [fetch], max_steps=12, **kw)
     return agent.run("Summarise the manual."), backend
 
 
@@ -196,3 +197,9 @@ def test_a_real_model_with_a_small_context_finishes_a_run_whose_result_would_ove
     assert len(result.messages[2]["content"]) > 15000  # the run keeps the whole result
     assert any(c.startswith("cut the result of read_log") for c in result.trace[1].context_cuts)
     assert all(s.prompt_tokens <= 1024 - 128 for s in result.trace)
+
+
+def test_max_tokens_as_large_as_the_context_still_runs() -> None:
+    PAGES["1"] = 100
+    result, _ = run([tc("fetch", page=1), "fine"], n_ctx=1800, max_tokens=2000)
+    assert result.answer == "fine"

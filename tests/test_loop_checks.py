@@ -4,6 +4,7 @@ words the model can act on, and shown in the trace."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -130,3 +131,37 @@ def test_a_history_whose_results_do_not_pair_is_refused(history: list[dict], pro
     a, _ = agent(["x"])
     with pytest.raises(UsageError, match=problem):
         a.run(history)
+
+
+def test_a_history_without_ids_pairs_results_by_position() -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "q"},
+               {"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": {"name": "search"}}]},
+               {"role": "tool", "content": "[]"}, {"role": "user", "content": "and now?"}]
+    a, _ = agent(["Nothing."])
+    assert a.run(history).answer == "Nothing."
+
+
+def test_an_id_from_the_history_the_model_writes_again_is_renamed() -> None:
+    history: list[dict[str, Any]] = [{"role": "user", "content": "find a"},
+               {"role": "assistant", "content": "", "tool_calls": [{"id": "abc123def", "type": "function",
+                                                                    "function": {"name": "search", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "abc123def", "content": "[]"}, {"role": "assistant", "content": "None."},
+               {"role": "user", "content": "find b"}]
+    reply = "[TOOL_CALLS]" + json.dumps([{"name": "search", "arguments": {"query": "b"}, "id": "abc123def"}])
+    RUNS.clear()
+    result = Agent(Model(ScriptedBackend([reply, "no"]), family="mistral-nemo"), [search], constrained=False).run(history)
+    assert result.trace[0].calls[0].id != "abc123def" and result.trace[0].loop_checks
+
+
+def test_a_middleware_or_observer_that_fails_does_not_end_the_run() -> None:
+    async def broken(ctx: object, call_next: object) -> object:
+        raise ValueError("middleware bug")
+
+    def bad_observer(run_id: str, event: object) -> None:
+        raise RuntimeError("observer bug")
+
+    a, _ = agent([tc("search", query="q"), "fine"], middleware=[broken], observers=[bad_observer])
+    result = a.run("go")
+    call = result.trace[0].calls[0]
+    assert call.outcome is CallOutcome.RAISED and "ValueError: middleware bug" in call.result
+    assert result.answer == "fine"

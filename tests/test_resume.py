@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,78 @@ def test_cli_run_file_continues_a_run_and_audit_log_records_each_call(
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     assert [(r["tool"], r["outcome"], r["arguments"]) for r in lines] == [("ship_order", "ok", {"order_id": 42})]
     assert lines[0]["run_id"] == records(run_file)[0]["run_id"]
+
+
+def _look_tool(counter: dict[str, int]) -> Tool:
+    def look(q: str) -> str:
+        """Look something up.
+
+        Args:
+            q: What.
+        """
+        counter[q] = counter.get(q, 0) + 1
+        return f"answer for {q}"
+
+    return Tool.from_function(look)
+
+
+def _cut_after(run_file: Path, keep: Callable[[list[dict]], int]) -> None:
+    lines = run_file.read_text().splitlines()
+    run_file.write_text("\n".join(lines[: keep([json.loads(line) for line in lines])]) + "\n")
+
+
+def test_a_run_with_repeated_calls_replays_and_resumes(tmp_path: Path) -> None:
+    counter: dict[str, int] = {}
+    run_file = tmp_path / "run.jsonl"
+    backend = ScriptedBackend([tc("look", q="x"), tc("look", q="x"), "x it is"])
+    Agent(Model(backend, family="qwen2.5"), [_look_tool(counter)]).run("go", run_file=run_file)
+    # Cut before the end record: the run resumes after its second step, whose call was a repeat.
+    _cut_after(run_file, lambda rs: next(i for i, r in enumerate(rs) if r["kind"] == "turn" and r["step"] == 3))
+    result = Agent(Model(ScriptedBackend(["x it is"]), family="qwen2.5"), [_look_tool(counter)]).resume(run_file)
+    assert result.answer == "x it is" and counter == {"x": 1}
+    assert [c.outcome for s in result.trace[:2] for c in s.calls] == [CallOutcome.OK, CallOutcome.REPEATED]
+
+
+def test_a_duplicate_of_a_call_that_finished_before_the_kill_is_not_run(tmp_path: Path) -> None:
+    counter: dict[str, int] = {}
+    run_file = tmp_path / "run.jsonl"
+    backend = ScriptedBackend([tc("look", q="y") + "\n" + tc("look", q="y") + "\n" + tc("look", q="z"), "done"])
+    Agent(Model(backend, family="qwen2.5"), [_look_tool(counter)]).run("go", run_file=run_file)
+    # As if killed after y's result was written and before z's.
+    _cut_after(run_file, lambda rs: next(i for i, r in enumerate(rs) if r.get("state") == "done") + 1)
+    counter.clear()
+    result = Agent(Model(ScriptedBackend(["done"]), family="qwen2.5"), [_look_tool(counter)]).resume(run_file)
+    assert counter == {"z": 1}
+    assert [c.outcome for c in result.trace[0].calls] == [CallOutcome.OK, CallOutcome.REPEATED, CallOutcome.OK]
+
+
+def test_citation_ids_survive_a_resume(tmp_path: Path) -> None:
+    counter: dict[str, int] = {}
+    run_file = tmp_path / "run.jsonl"
+    backend = ScriptedBackend([tc("look", q="a"), tc("look", q="b"), "a [r1] and b [r2]"])
+    Agent(Model(backend, family="qwen2.5"), [_look_tool(counter)], cite=True).run("go", run_file=run_file)
+    _cut_after(run_file, lambda rs: next(i for i, r in enumerate(rs) if r["kind"] == "turn" and r["step"] == 2))
+    backend = ScriptedBackend([tc("look", q="b"), "a [r1] and b [r2]"])
+    result = Agent(Model(backend, family="qwen2.5"), [_look_tool(counter)], cite=True).resume(run_file)
+    assert "[r1] answer for a" in backend.prompts[0].text
+    assert {ref: c.arguments["q"] for ref, c in result.citations.items()} == {"r1": "a", "r2": "b"}
+
+
+def test_a_resumed_run_traces_no_failed_turn(tmp_path: Path) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from localtools import OpenTelemetry
+
+    run_file = kill_in_first_turn(tmp_path, None)
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    agent = Agent(Model(ScriptedBackend(["Order 42 has shipped."]), family="qwen2.5"), resumable_run.tools(tmp_path),
+                  observers=[OpenTelemetry(provider)])
+    agent.resume(run_file)
+    spans = exporter.get_finished_spans()
+    assert [s.name for s in spans if s.status.status_code.name == "ERROR"] == []
+    assert sorted(s.name for s in spans if s.name.startswith("execute_tool")) == ["execute_tool check_stock",
+                                                                                   "execute_tool ship_order"]
