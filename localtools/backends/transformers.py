@@ -8,6 +8,7 @@ xgrammar, one regex for outlines_core), so no engine has a grammar of its own to
 from __future__ import annotations
 
 import inspect
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -194,6 +195,12 @@ class TransformersBackend:
         self.engine_name = engine
         self._engines: dict[str, _Engine] = {}
         self._seed = seed
+        # The last generation's KV cache and the ids in it: the next prompt of a conversation
+        # starts with them, so only its new tokens are evaluated (as llama.cpp does).
+        self._prefix: tuple[list[int], Any] | None = None
+        self._prefix_lock = threading.Lock()
+        #: Prompt tokens the last generation took from the cache instead of evaluating them.
+        self.reused_tokens = 0
 
     def _token_text(self, key: str, fallback: str | None) -> str:
         token_id = self.metadata.get(key)
@@ -224,6 +231,34 @@ class TransformersBackend:
         """The context the model was trained for (``max_position_embeddings``), when it says."""
         limit = getattr(self.model.config, "max_position_embeddings", None)
         return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+    def drop_prompt_cache(self) -> None:
+        """Forget the evaluated prefix, so the next prompt is processed from its first token (for
+        benchmarks that compare prompt processing)."""
+        with self._prefix_lock:
+            self._prefix = None
+
+    def _take_prefix(self, ids: list[int]) -> tuple[int, Any]:
+        """The cache of the longest prefix ``ids`` shares with the last generation (never all of
+        ``ids``: the last token is evaluated for its logits), and that prefix's length. A
+        generation running meanwhile on another thread finds no cache and starts cold."""
+        with self._prefix_lock:
+            held, self._prefix = self._prefix, None
+        if held is None:
+            return 0, None
+        cached, cache = held
+        shared = next((i for i, (a, b) in enumerate(zip(cached, ids, strict=False)) if a != b), min(len(cached), len(ids)))
+        keep = min(shared, len(ids) - 1)
+        length = cache.get_seq_length()
+        if keep <= 0 or length != len(cached) or (keep < length and not getattr(cache, "is_croppable", True)):
+            return 0, None
+        if keep < length:
+            cache.crop(keep - length)  # negative: drop that many from the end (every transformers reads it so)
+        return keep, cache
+
+    def _keep_prefix(self, ids: list[int], cache: Any) -> None:
+        with self._prefix_lock:
+            self._prefix = (ids, cache)
 
     def tokenize(self, prompt: Prompt) -> list[int]:
         ids: list[int] = []
@@ -256,8 +291,12 @@ class TransformersBackend:
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, processor, generator, temperature, top_p, repeat_penalty)
         with torch.inference_mode():
-            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
-                          on_text=on_text)
+            generation = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
+                                on_text=on_text)
+        # Kept only after a generation that ended whole: an interrupted one may have left the
+        # cache and its ids apart.
+        self._keep_prefix(steps.ids[0].tolist(), steps.past)
+        return generation
 
     @staticmethod
     def _pick(torch: Any, logits: Any, temperature: float, top_p: float, generator: Any) -> int:
@@ -289,7 +328,9 @@ class _Steps:
         self.logits = result.logits[:, -1, :].float()
 
     def start(self) -> None:
-        self._forward(self.ids)
+        keep, self.past = self.backend._take_prefix(self.ids[0].tolist())
+        self.backend.reused_tokens = keep
+        self._forward(self.ids[:, keep:])
 
     def pick(self, reply: list[int]) -> int:
         torch, logits = self.torch, self.logits
