@@ -343,7 +343,9 @@ class Agent:
         for step in range(len(state.trace) + 1, self.max_steps + 1):
             st = StepTrace(step=step, constrained=self.constrained, tool_choice=self._choice(step, state))
             state.trace.append(st)
-            offered = self._offer(messages, tools, state, st)
+            # Embedding the question (a router) and tokenizing (the budget) take milliseconds: off the
+            # event loop, so concurrent runs on one agent do not wait on each other.
+            offered = await asyncio.to_thread(self._offer, messages, tools, state, st)
             result = None
             async with contextlib.aclosing(self._reply(messages, offered, st, state, live=live)) as turn:
                 async for event in turn:
@@ -491,9 +493,10 @@ class Agent:
                      state: _RunState, *, live: bool) -> AsyncGenerator[StreamEvent, None]:
         """One model turn, ending with ``TurnDone``; a reply that cannot be used is fed back (no
         ``TurnDone``) until the retries run out. ``live``: the turn's events as it is generated."""
+        fitted = await asyncio.to_thread(self._fit, messages, tools, st, state)
         chat = functools.partial(
             self.model.chat,
-            self._fit(messages, tools, st, state),
+            fitted,
             tools,
             tool_choice=st.tool_choice,
             parallel_tool_calls=self.parallel_tool_calls,
