@@ -83,6 +83,11 @@ class CallOutcome(StrEnum):
         return self in (CallOutcome.UNKNOWN_TOOL, CallOutcome.NOT_ALLOWED, CallOutcome.INVALID_ARGUMENTS)
 
     @property
+    def is_repeat(self) -> bool:
+        """Not run: the same call ran (or failed) earlier, and the model got that again."""
+        return self in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR)
+
+    @property
     def tool_failed(self) -> bool:
         """The tool, not the model, failed: a resumed run calls it again."""
         return self in (CallOutcome.TIMEOUT, CallOutcome.RAISED, CallOutcome.UNAVAILABLE)
@@ -381,7 +386,7 @@ class Agent:
                      finished: dict[str, CallTrace] | None = None) -> AsyncGenerator[AgentEvent, None]:
         """A turn's calls: run (``finished``: traces of calls that already ran, kept), results
         fed back, the step closed."""
-        state.called += [c.name for c in calls if c.name not in state.called]
+        state.called.update(c.name for c in calls)
         st.calls = await self._run_calls(calls, state, st.step, finished or {})
         for done in st.calls:
             if done.id in state.renamed and "(Your call had the id" not in done.result:
@@ -392,9 +397,8 @@ class Agent:
                 if done.ref is None:
                     state.refs += 1
                     done.ref = f"r{state.refs}"
-        state.repeated = any(c.outcome in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR) for c in st.calls)
-        st.loop_checks += [f"{c.name} ({c.id}): {c.outcome.value}, not run again" for c in st.calls
-                           if c.outcome in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR)]
+        state.repeated = any(c.outcome.is_repeat for c in st.calls)
+        st.loop_checks += [f"{c.name} ({c.id}): {c.outcome.value}, not run again" for c in st.calls if c.outcome.is_repeat]
         added = len(messages)
         for done in st.calls:
             messages.append(tool_message(done))
@@ -422,7 +426,7 @@ class Agent:
         the run stays offered, so the model can call it again)."""
         if self.router is None:
             return tools
-        keep = set(state.called)
+        keep = set(state.called)  # a copy: the named choice is added for this turn only
         if st.tool_choice not in ("auto", "required", "none"):
             keep.add(st.tool_choice)  # a named choice is offered whatever the router thinks
         offered: list[Tool] = list(self.router.select(messages, tools, keep=keep))
@@ -772,7 +776,7 @@ class _RunState:
     results: set[str] = field(default_factory=set)
     recent: list[tuple[frozenset[str], bool]] = field(default_factory=list)
     #: Names of the tools the model called this run.
-    called: list[str] = field(default_factory=list)
+    called: set[str] = field(default_factory=set)
     #: The last turn repeated a call that already ran.
     repeated: bool = False
 
@@ -790,16 +794,16 @@ class _RunState:
                     remembered=replayed.remembered, question=_question_index(replayed.messages[:replayed.opening]))
         state.ids = _history_ids(replayed.messages[:replayed.opening])
         for step in replayed.trace:
-            state.called += [c.name for c in step.calls if c.name not in state.called]
+            state.called.update(c.name for c in step.calls)
             state.refs += sum(c.ref is not None for c in step.calls)
             state.ids.update(c.id for c in step.calls)
             for c in step.calls:
-                if c.outcome not in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR):
+                if not c.outcome.is_repeat:
                     state.remember(ToolCall(c.id, c.name, c.arguments), c)
                 if c.outcome is CallOutcome.OK:
                     state.results.add(c.result)
         if replayed.pending is not None:
-            state.called += [c.name for c in replayed.pending.calls if c.name not in state.called]
+            state.called.update(c.name for c in replayed.pending.calls)
             state.ids.update(c.id for c in replayed.pending.calls)
         return state
 
