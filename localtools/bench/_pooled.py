@@ -13,12 +13,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from .._errors import ContextLengthExceeded, UsageError
+from .._errors import ContextLengthExceeded
 from .._model import Model
 from .._routing import EmbeddingRouter, Router
 from .._tools import Tool
 from ._bfcl import Case
-from ._runner import CaseResult, Mode, run_one
+from ._runner import CaseResult, Mode, rotated, run_one
 
 __all__ = ["Pool", "PooledMode", "PooledResult", "pool_tools", "run_pooled", "summarize_pooled"]
 
@@ -99,22 +99,17 @@ def run_pooled(
         # Loading the embedder and embedding the pool happen once, here: route_seconds is the per-question cost.
         r.select([{"role": "user", "content": "warm up"}], tools, keep=())
     out = []
-    for index, case in enumerate(cases):
+    for case, mode, model in rotated(models, modes, cases):
         own = {spec["function"]["name"]: spec for spec in case.tools}
         redefined = any(own.get(name) != by_name.get(name) for name in _expected_names(case))
-        shift = index % len(modes) if modes else 0
-        for mode in [*modes[shift:], *modes[:shift]]:
-            model = models.get((mode.model, mode.backend))
-            if model is None:
-                raise UsageError(f"no loaded model for {mode.model} on {mode.backend}")
-            started = time.perf_counter()
-            offered = tools if mode.route_k is None else routers[mode.route_k].select(case.messages, tools, keep=())
-            route_seconds = time.perf_counter() - started if mode.route_k is not None else 0.0
-            result = _ask(model, mode, replace(case, tools=[by_name[t.name] for t in offered]), max_tokens)
-            result.redefined, result.route_seconds = redefined, route_seconds
-            out.append(result)
-            if on_result:
-                on_result(result)
+        started = time.perf_counter()
+        offered = tools if mode.route_k is None else routers[mode.route_k].select(case.messages, tools, keep=())
+        route_seconds = time.perf_counter() - started if mode.route_k is not None else 0.0
+        result = _ask(model, mode, replace(case, tools=[by_name[t.name] for t in offered]), max_tokens)
+        result.redefined, result.route_seconds = redefined, route_seconds
+        out.append(result)
+        if on_result:
+            on_result(result)
     return out
 
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 
@@ -22,7 +22,7 @@ from ._bfcl import Case
 from ._checker import check_calls
 from ._peers import ModelPeer, Peer, calls_from_message
 
-__all__ = ["CaseResult", "Mode", "run_bench", "summarize", "write_json"]
+__all__ = ["CaseResult", "Mode", "rotated", "run_bench", "summarize", "write_json"]
 
 
 @dataclass(frozen=True)
@@ -115,17 +115,29 @@ def run_bench(
     """Every mode on every case. The order of modes rotates from case to case, so slow spells of a
     noisy machine fall on every mode alike; each reply starts from an empty prompt cache."""
     out = []
+    for case, mode, model in rotated(models, modes, cases):
+        result = run_one(model, mode, case, max_tokens)
+        out.append(result)
+        if on_result:
+            on_result(result)
+    return out
+
+
+M = TypeVar("M")
+ModeT = TypeVar("ModeT", bound="Mode")
+
+
+def rotated(models: Mapping[tuple[str, str], M], modes: Sequence[ModeT],
+            cases: Iterable[Case]) -> Iterator[tuple[Case, ModeT, M]]:
+    """Each case with each mode and its loaded model, the order of modes rotating from case to
+    case (so slow spells of a noisy machine fall on every mode alike)."""
     for index, case in enumerate(cases):
         shift = index % len(modes) if modes else 0
         for mode in [*modes[shift:], *modes[:shift]]:
             model = models.get((mode.model, mode.backend))
             if model is None:
                 raise UsageError(f"no loaded model for {mode.model} on {mode.backend}")
-            result = run_one(model, mode, case, max_tokens)
-            out.append(result)
-            if on_result:
-                on_result(result)
-    return out
+            yield case, mode, model
 
 
 def _share(flags: list[bool]) -> float | None:
