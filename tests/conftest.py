@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from typing import Any
@@ -77,3 +78,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         if close is not None:
             close()
     _loaded.clear()
+
+
+def tc(name: str, **args: object) -> str:
+    """A tool call as the qwen2.5 (Hermes) family writes it, for scripted replies."""
+    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import tc
 
 from localtools import (
     Agent,
@@ -33,10 +34,6 @@ def get_customer(customer_id: str) -> dict:
         customer_id: The id.
     """
     return CUSTOMERS[customer_id]
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
 def agent(replies: list, tools: list, **kw: object) -> tuple[Agent, ScriptedBackend]:

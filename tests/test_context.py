@@ -4,15 +4,11 @@ import json
 from typing import Any
 
 import pytest
+from conftest import tc
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from localtools import Agent, ContextBudget, ContextLengthExceeded, Model, ScriptedBackend, UsageError, tool
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
-
 
 PAGES: dict[str, int] = {}
 

@@ -7,13 +7,9 @@ import json
 from typing import Any
 
 import pytest
+from conftest import tc
 
 from localtools import Agent, CallOutcome, Model, ScriptedBackend, UsageError, tool
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
-
 
 RUNS: dict[str, int] = {}
 

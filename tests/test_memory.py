@@ -1,9 +1,9 @@
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
+from conftest import tc
 
 from localtools import Agent, Memory, Model, ScriptedBackend, UsageError, tool
 
@@ -16,10 +16,6 @@ def get_plan(customer_id: str) -> str:
         customer_id: The id.
     """
     return "pro " + "x" * 300
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
 def agent(replies: list[str], memory: Memory, n_ctx: int | None = None) -> tuple[Agent, ScriptedBackend]:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import tc
 from pydantic import SecretStr
 
 from localtools import (
@@ -91,10 +92,6 @@ def ctx_for(t: Tool, run_id: str = "run-1", call_id: str = "call-1", **arguments
 
 def run(coro: Any) -> Any:
     return asyncio.run(coro)
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
 def agent(replies: list[str], tools: list[Any], **kw: Any) -> Agent:

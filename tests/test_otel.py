@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
+from conftest import tc
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -47,10 +48,6 @@ def get_customer(customer_id: str) -> dict:
         customer_id: The id.
     """
     return CUSTOMERS[customer_id]
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
 def traced(replies: Sequence[Any], tools: list[Any], *, agent_name: str | None = "support",

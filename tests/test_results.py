@@ -5,6 +5,7 @@ import json
 from typing import Any
 
 import pytest
+from conftest import tc
 
 from localtools import (
     Agent,
@@ -33,10 +34,6 @@ def get_order(order_id: str) -> dict:
         order_id: The order id.
     """
     return ORDER
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
 def run(tools: list[Any], replies: list[str], **kw: Any) -> tuple[Any, ScriptedBackend]:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from conftest import tc
 
 from localtools import Agent, CallOutcome, DataError, MaxStepsExceeded, Model, ScriptedBackend, Tool, UsageError
 from localtools._runfile import replay
@@ -18,10 +19,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import resumable_run
 
 SCRIPT = Path(__file__).with_name("resumable_run.py")
-
-
-def tc(name: str, **args: object) -> str:
-    return "<tool_call>\n" + json.dumps({"name": name, "arguments": args}) + "\n</tool_call>"
 
 
 def records(path: Path) -> list[dict]:
