@@ -3,7 +3,8 @@
 - Random request bodies against the server in process: every answer is 200, 400, 401, 413 or 503
   with OpenAI's error JSON, never a 500, and /health stays ok.
 - Random tool schemas, for every family and tool_choice: strings generated from the grammar are
-  read back as calls whose arguments the schema accepts.
+  read back as calls whose arguments the schema accepts, and what the grammar forces after any
+  prefix of one (fast-forward) is what that string goes on with.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from sampler import sample
 
 from localtools import Model, ScriptedBackend, UnsupportedSchema, families
-from localtools.grammar import build_grammar, matches
+from localtools.grammar import build_grammar, continuation, matches
 from localtools.serve._app import ServerConfig, create_app
 
 FUZZ = settings(derandomize=True, database=None, deadline=None,
@@ -97,6 +98,36 @@ def test_strings_from_the_grammar_parse_to_calls_the_schema_accepts(
     assert result.tool_calls or result.content
     event(f"{len(result.tool_calls)} calls")
 
+
+
+_OTHER_CHARS = "\"{}[],: \n<>abz019_-"
+
+
+@settings(FUZZ, max_examples=300)
+@given(family=st.sampled_from(FAMILIES), parameters=_parameters, choice=st.sampled_from(["auto", "required", "named"]),
+       parallel=st.booleans(), rng=st.randoms(use_true_random=False), data=st.data())
+def test_forced_text_is_what_every_string_goes_on_with(family: str, parameters: dict[str, Any], choice: str,
+                                                      parallel: bool, rng: random.Random, data: st.DataObject) -> None:
+    tools: list[dict[str, Any]] = [{"type": "function", "function": {"name": n, "description": "", "parameters": p}}
+                                   for n, p in (("first", parameters), ("first_other", {"type": "object"}))]
+    try:
+        grammar = build_grammar(families()[family], tools, "first" if choice == "named" else choice, parallel)
+    except UnsupportedSchema:
+        return
+    text = sample(grammar, rng)
+    cut = data.draw(st.integers(0, len(text)))
+    forced, ends = continuation(grammar, text[:cut])
+    # Sound for this string: it goes on with the forced text, and ends there when told so.
+    assert text[cut:].startswith(forced), (text[:cut], forced)
+    assert not ends or text[:cut] + forced == text
+    # Forced: no other first character keeps the text in the language.
+    if forced:
+        event("forced")
+        for other in _OTHER_CHARS.replace(forced[0], ""):
+            assert not matches(grammar, text[:cut] + other, prefix=True), (text[:cut], forced, other)
+    if ends:
+        event("must end")
+        assert matches(grammar, text[:cut] + forced)
 
 # -- request bodies --------------------------------------------------------------------------------
 

@@ -6,14 +6,14 @@
 - ``_text``: the text-answer and through-a-marker nodes (as rules, as a Lark terminal, read in one pass);
 - ``_render``: GBNF, Lark and regex for the mask engines;
 - ``_gbnf``: reading the family grammar files;
-- ``_match``: whether a text is in a grammar's language.
+- ``_match``: whether a text is in a grammar's language, and what the grammar forces after a prefix.
 """
 
 from .._errors import GrammarNotRegular, UnsupportedSchema
 from ._build import MAX_PARALLEL_CALLS, CallShape, build_grammar, call_openings, call_shape
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, alt, rewrite, seq
 from ._gbnf import parse_gbnf
-from ._match import matches
+from ._match import continuation, matches
 from ._schema import LAYOUTS, SchemaGrammar, layout_whitespace
 
 __all__ = [
@@ -38,6 +38,7 @@ __all__ = [
     "build_grammar",
     "call_openings",
     "call_shape",
+    "continuation",
     "layout_whitespace",
     "matches",
     "parse_gbnf",

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from ._chars import _class_match
+from ._chars import _class_items, _class_match
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until
 from ._text import text_ends, until_end
 
-__all__ = ["matches"]
+__all__ = ["continuation", "matches"]
 
 
 def matches(grammar: Grammar, text: str, *, prefix: bool = False) -> bool:
@@ -21,10 +21,66 @@ def matches(grammar: Grammar, text: str, *, prefix: bool = False) -> bool:
     raised, for every thread at once), and reads a ``Text`` node in one pass: spelled out as rules
     it would cost time quadratic in the text's length.
     """
+    return len(text) in _walk(grammar, text, prefix=prefix)
+
+
+#: In a ``_walk`` frontier: the next character is one of many (a class, free text).
+_OPEN = ""
+
+
+def continuation(grammar: Grammar, text: str) -> tuple[str, bool]:
+    """What the grammar forces after ``text`` (a prefix of its language): the text every string
+    of the language that starts with ``text`` continues with, and whether each of them ends
+    right after it. ``("", False)``: the next character is the model's to choose.
+
+    Decoders append forced text without sampling it token by token (fast-forward).
+    """
+    forced = ""
+    while True:
+        frontier: set[str] = set()
+        whole = text + forced
+        complete = len(whole) in _walk(grammar, whole, frontier=frontier)
+        if not frontier:
+            return forced, complete
+        if complete or _OPEN in frontier:
+            return forced, False
+        # Each entry is the rest of a literal in progress; past the shortest one, what follows
+        # is another part's to say, so the walk runs again from there.
+        step = min(frontier, key=len)
+        for rest in frontier:
+            while not rest.startswith(step):
+                step = step[:-1]
+        if not step:
+            return forced, False
+        forced += step
+
+
+def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[str] | None = None) -> frozenset[int]:
+    """The positions where a match of the whole grammar from 0 may end. With ``frontier``, also
+    collects what may come right after ``text`` for a match still in progress: the rest of a
+    literal, one character, or ``_OPEN``."""
     rules = grammar.rules
     end = len(text)
 
+    def pending(e: Expr, pos: int) -> None:
+        # Called only where a match of ``e`` from ``pos`` may be cut by the end of the text.
+        assert frontier is not None
+        if isinstance(e, Lit):
+            if len(e.text) > end - pos and e.text.startswith(text[pos:]):
+                frontier.add(e.text[end - pos:])
+        elif isinstance(e, Chars):
+            negate, ranges = _class_items(e.body)
+            single = not negate and len(ranges) == 1 and ranges[0][0] == ranges[0][1]
+            frontier.add(ranges[0][0] if single else _OPEN)
+        else:
+            frontier.add(_OPEN)  # any character, free text, text up to a marker
+
     def leaf(e: Expr, pos: int) -> frozenset[int] | None:
+        if frontier is not None and isinstance(e, (Lit, Chars, Any_, Text, Until)) and (
+                pos == end or (isinstance(e, Lit) and pos < end)
+                or (isinstance(e, Text) and end in text_ends(e, text, pos))
+                or (isinstance(e, Until) and until_end(e, text, pos) is None)):
+            pending(e, pos)
         if prefix and pos >= end:
             # The text ran out here: whatever follows could still come.
             return frozenset((end,))
@@ -70,7 +126,7 @@ def matches(grammar: Grammar, text: str, *, prefix: bool = False) -> bool:
         memo[sub_key] = frozenset()
         stack.append((sub_key, _ends(sub, pos, rules, end if prefix else -1)))
     assert value is not None
-    return end in value
+    return value
 
 def _ends(e: Expr, pos: int, rules: dict[str, Expr],
           sticky: int = -1) -> Generator[tuple[Expr, int], frozenset[int], set[int]]:
