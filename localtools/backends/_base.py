@@ -27,6 +27,8 @@ class Generation:
     cached_tokens: int = 0
     #: Tokens generated, where a backend knows the count but not the ids (``None``: ``len(tokens)``).
     completion_tokens: int | None = None
+    #: Of ``tokens``, those the grammar forced and the decoder appended without sampling them.
+    forced_tokens: int = 0
 
     @property
     def generated(self) -> int:

@@ -12,9 +12,10 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from .._errors import GenerationCancelled
+from ..grammar import Grammar, continuation
 from ._base import Generation, TextFeed, cut_at_stop
 
-__all__ = ["PENALTY_WINDOW", "Steps", "decode", "penalised"]
+__all__ = ["PENALTY_WINDOW", "FastForward", "Steps", "decode", "penalised"]
 
 #: The repeat penalty applies to the reply's last this-many tokens (llama.cpp's default window),
 #: never to the prompt: copying values out of the question is not penalised.
@@ -35,8 +36,12 @@ class Steps(Protocol):
     def pick(self, reply: list[int]) -> int:
         """The next token, under the grammar and the repeat penalty (on ``penalised(reply)``)."""
 
-    def advance(self, token: int) -> None:
-        """Evaluate ``token`` so the next pick sees it."""
+    def forced(self, reply: list[int]) -> tuple[list[int], bool]:
+        """Tokens the grammar forces after ``reply`` (already accepted by the grammar), and whether
+        the reply must end after them; ``([], False)`` when nothing is forced. See ``FastForward``."""
+
+    def advance(self, tokens: list[int]) -> None:
+        """Evaluate ``tokens`` (one batch) so the next pick sees them."""
 
     def is_end(self, token: int) -> bool:
         """Whether ``token`` ends generation (it is not part of the reply)."""
@@ -45,16 +50,46 @@ class Steps(Protocol):
         """The reply's text; ``final=False`` while generating (a partial character may be dropped)."""
 
 
+class FastForward:
+    """The tokens a grammar forces after a reply's text, for a decoder to append without sampling
+    them one by one: ``{"name": "``, the rest of a tool name once it is unique, required keys,
+    closing brackets.
+
+    The forced text is tokenized on its own, canonically (as the model's tokenizer would), so the
+    model reads what it was trained on. Its last token is left to the model (it may merge with
+    what follows: ``"`` then ``$`` is the one token ``"$`` to some tokenizers), and so is any
+    special token (a chat-control token is never written for the model). ``encode``: text to
+    token ids without special-token parsing; ``special``: whether an id is a special token.
+    """
+
+    def __init__(self, grammar: Grammar, encode: Callable[[str], list[int]], special: Callable[[int], bool]) -> None:
+        self.grammar, self.encode, self.special = grammar, encode, special
+
+    def after(self, text: str) -> tuple[list[int], bool]:
+        """The tokens forced after ``text`` and whether the reply must end after them."""
+        forced, ends = continuation(self.grammar, text)
+        if not forced:
+            return [], ends
+        ids = self.encode(forced)
+        kept = ids if ends else ids[:-1]
+        for i, token in enumerate(kept):
+            if self.special(token):
+                kept = kept[:i]
+                break
+        return kept, ends and len(kept) == len(ids)
+
+
 def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[str] = (),
            cancel: Callable[[], bool] | None = None, on_text: Callable[[str], None] | None = None) -> Generation:
     """Generate until an end token, a stop string (left out of the text) or ``max_tokens``.
 
-    ``cancel`` is asked before each token; when it answers True, ``GenerationCancelled`` is raised.
-    ``on_text`` is handed the text as it grows (see ``TextFeed``).
+    After each picked token, the tokens the grammar forces (``Steps.forced``) join it and the
+    batch is evaluated in one pass. ``cancel`` is asked before each pick; when it answers True,
+    ``GenerationCancelled`` is raised. ``on_text`` is handed the text as it grows (see ``TextFeed``).
     """
     feed = TextFeed(on_text, stop) if on_text is not None else None
     out: list[int] = []
-    finish, text = "length", ""
+    finish, text, forced_count = "length", "", 0
     start = time.perf_counter()
     first = start
     steps.start()
@@ -67,22 +102,36 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
         if steps.is_end(token):
             finish = "stop"
             break
-        out.append(token)
-        if stop or feed is not None:
-            text = steps.text(out, final=False)
-            cut = cut_at_stop(text, stop) if stop else None
-            if cut is not None:
-                text, finish = cut, "stop"
+        batch, ends = [token], False
+        if len(out) + 1 < max_tokens:
+            forced, ends = steps.forced([*out, token])
+            batch += forced
+            forced_count += len(forced)
+        done = False
+        for tok in batch:
+            out.append(tok)
+            if stop or feed is not None:
+                text = steps.text(out, final=False)
+                cut = cut_at_stop(text, stop) if stop else None
+                if cut is not None:
+                    text, finish, done = cut, "stop", True
+                    break
+                if feed is not None:
+                    feed.grow(text)
+            if len(out) >= max_tokens:
+                done = True  # the last token is never evaluated: nothing would read its logits
                 break
-            if feed is not None:
-                feed.grow(text)
-        if len(out) >= max_tokens:
-            break  # the last token is never evaluated: nothing would read its logits
-        steps.advance(token)
+        if done:
+            break
+        if ends:
+            finish = "stop"  # the grammar allows nothing but the end here
+            break
+        steps.advance(batch)
     end = time.perf_counter()
     if finish != "stop" or not stop:
         text = steps.text(out, final=True)
     if feed is not None:
         feed.end(text)
     return Generation(text=text, tokens=out, finish_reason=finish, prompt_tokens=prompt_tokens,
-                      prompt_seconds=first - start, decode_seconds=end - first)
+                      prompt_seconds=first - start, decode_seconds=end - first,
+                      forced_tokens=min(forced_count, len(out)))

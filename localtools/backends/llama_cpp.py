@@ -17,7 +17,7 @@ from .._gguf import read_metadata
 from .._prompt import Prompt
 from ..grammar import Grammar
 from ._base import Generation
-from ._decode import PENALTY_WINDOW, decode, penalised
+from ._decode import PENALTY_WINDOW, FastForward, decode, penalised
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
 
@@ -158,6 +158,7 @@ class LlamaCppBackend:
         n_threads: int | None = None,
         seed: int = 0,
         mask: Literal["lazy", "full"] = "lazy",
+        fast_forward: bool = True,
         extra_buffers: Literal["auto", "on", "off"] = "auto",
         **llama_kwargs: Any,
     ) -> None:
@@ -167,6 +168,8 @@ class LlamaCppBackend:
         #: Greedy decoding under a grammar: "lazy" masks the vocabulary only when the grammar rejects
         #: the best token (same output, less work); "full" masks every step. See ``_Greedy``.
         self.mask = mask
+        #: Append the tokens the grammar forces in one batch instead of one by one (``FastForward``).
+        self.fast_forward = fast_forward
         #: Of the last generation under a grammar: (whole-vocabulary masks, tokens picked).
         self.mask_stats = (0, 0)
         self._all: Any = None
@@ -222,6 +225,12 @@ class LlamaCppBackend:
         """
         self.llm.reset()
 
+    def _encode(self, text: str) -> list[int]:
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
+
+    def _is_control(self, token: int) -> bool:
+        return bool(_import().llama_vocab_is_control(self.llm._model.vocab, token))
+
     def tokenize(self, prompt: Prompt) -> list[int]:
         ids: list[int] = []
         for text, is_data in prompt.segments:
@@ -251,7 +260,8 @@ class LlamaCppBackend:
             pick: _Picker = _Sampled(self, grammar, temperature, top_p, seed, repeat_penalty)
         else:
             pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy")
-        steps = _Steps(self, prompt_ids, pick)
+        ahead = FastForward(grammar, self._encode, self._is_control) if grammar is not None and self.fast_forward else None
+        steps = _Steps(self, prompt_ids, pick, ahead)
         try:
             return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
                           on_text=on_text)
@@ -280,14 +290,18 @@ class LlamaCppBackend:
 class _Picker(Protocol):
     def __call__(self, reply: list[int]) -> int: ...
 
+    def force(self, tokens: list[int]) -> int:
+        """Accept ``tokens`` into the grammar while it allows them; how many it took."""
+
     def close(self) -> None: ...
 
 
 class _Steps:
     """llama.cpp's steps for the shared decode loop."""
 
-    def __init__(self, backend: LlamaCppBackend, prompt_ids: list[int], pick: _Picker) -> None:
-        self.backend, self.prompt_ids, self.picker = backend, prompt_ids, pick
+    def __init__(self, backend: LlamaCppBackend, prompt_ids: list[int], pick: _Picker,
+                 ahead: FastForward | None) -> None:
+        self.backend, self.prompt_ids, self.picker, self.ahead = backend, prompt_ids, pick, ahead
         self.llama_cpp = _import()
         self.vocab = backend.llm._model.vocab
 
@@ -297,8 +311,19 @@ class _Steps:
     def pick(self, reply: list[int]) -> int:
         return self.picker(reply)
 
-    def advance(self, token: int) -> None:
-        self.backend.llm.eval([token])
+    def forced(self, reply: list[int]) -> tuple[list[int], bool]:
+        if self.ahead is None:
+            return [], False
+        try:
+            text = self.backend.llm.detokenize(reply, prev_tokens=self.prompt_ids).decode("utf-8")
+        except UnicodeDecodeError:
+            return [], False  # a character not yet whole: what follows it is not known
+        ids, ends = self.ahead.after(text)
+        taken = self.picker.force(ids)
+        return ids[:taken], ends and taken == len(ids)
+
+    def advance(self, tokens: list[int]) -> None:
+        self.backend.llm.eval(tokens)
 
     def is_end(self, token: int) -> bool:
         return bool(self.llama_cpp.llama_vocab_is_eog(self.vocab, token))
@@ -313,6 +338,29 @@ def _grammar_sampler(llama_cpp: Any, backend: LlamaCppBackend, grammar: Grammar)
     if not sampler:
         raise GrammarError("llama.cpp could not parse the grammar built for these tools")
     return sampler
+
+
+def _allows(llama_cpp: Any, grammar: Any, one_array: Any, token: int, logit: float = 0.0) -> bool:
+    """Whether ``grammar`` allows ``token`` next: it is applied to a one-token array (cheap)."""
+    one = one_array.data[0]
+    one.id, one.logit = token, logit
+    one_array.size, one_array.selected = 1, -1
+    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(one_array))
+    return bool(one_array.data[0].logit != float("-inf"))
+
+
+def _force(llama_cpp: Any, grammar: Any, accept: Any, one_array: Any, tokens: list[int]) -> int:
+    # Each token is checked before it is accepted: llama.cpp aborts the process on a token its
+    # grammar rejects, so a forced token that disagrees with it (it never should) ends the batch.
+    for taken, token in enumerate(tokens):
+        if not _allows(llama_cpp, grammar, one_array, token):
+            return taken
+        llama_cpp.llama_sampler_accept(accept, token)
+    return len(tokens)
+
+
+def _one_array(llama_cpp: Any) -> Any:
+    return llama_cpp.llama_token_data_array(ctypes.pointer(llama_cpp.llama_token_data(0, 0.0, 0.0)), 1, -1, False)
 
 
 class _Greedy:
@@ -337,8 +385,7 @@ class _Greedy:
         self.full_masks = self.picks = 0
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
         if self.grammar is not None:
-            self.one = llama_cpp.llama_token_data(0, 0.0, 0.0)
-            self.one_array = llama_cpp.llama_token_data_array(ctypes.pointer(self.one), 1, -1, False)
+            self.one_array = _one_array(llama_cpp)
             self.all = backend._candidates()
             self.all_array = llama_cpp.llama_token_data_array(
                 ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
@@ -364,9 +411,10 @@ class _Greedy:
         return token
 
     def _allowed(self, token: int, logit: float) -> bool:
-        self.one.id, self.one.logit = token, logit
-        self.llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self.one_array))
-        return bool(self.np.isfinite(self.one.logit))
+        return _allows(self.llama_cpp, self.grammar, self.one_array, token, logit)
+
+    def force(self, tokens: list[int]) -> int:
+        return _force(self.llama_cpp, self.grammar, self.grammar, self.one_array, tokens)
 
     def _best_allowed(self, scores: Any) -> int:
         self.full_masks += 1
@@ -393,6 +441,9 @@ class _Sampled:
         self.ctx = backend.llm._ctx.ctx
         # The grammar first: it is the one step that can fail, and then nothing is left to free.
         masked = [_grammar_sampler(llama_cpp, backend, grammar)] if grammar is not None else []
+        #: The grammar step, owned by the chain: forced tokens are checked against it.
+        self.grammar = masked[0] if masked else None
+        self.one_array = _one_array(llama_cpp)
         self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
         steps = [llama_cpp.llama_sampler_init_penalties(backend.llm.n_vocab(), PENALTY_WINDOW, repeat_penalty, 0.0, 0.0),
                  *masked]
@@ -405,7 +456,11 @@ class _Sampled:
         # The chain's penalty step keeps its own window of the tokens it sampled: the same tokens.
         return int(self.llama_cpp.llama_sampler_sample(self.chain, self.ctx, -1))
 
+    def force(self, tokens: list[int]) -> int:
+        # Accepted by the whole chain, so the penalty step's window holds them as if sampled.
+        return _force(self.llama_cpp, self.grammar, self.chain, self.one_array, tokens) if self.grammar else 0
+
     def close(self) -> None:
         if self.chain is not None:
             self.llama_cpp.llama_sampler_free(self.chain)
-            self.chain = None
+            self.chain = self.grammar = None

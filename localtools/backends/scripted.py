@@ -10,7 +10,7 @@ from .._errors import ContextLengthExceeded, GenerationCancelled, UsageError
 from .._prompt import Prompt
 from ..grammar import Grammar, matches
 from ._base import Generation
-from ._decode import decode
+from ._decode import FastForward, decode
 
 __all__ = ["ScriptedBackend"]
 
@@ -25,7 +25,9 @@ class ScriptedBackend:
     not have produced it, so the test script is wrong. ``prompts``, ``grammars`` and
     ``repeat_penalties`` record each call. ``seconds_per_token`` paces the reply like a slow
     model, asking ``cancel`` before each character; ``cancelled_at`` records, for each call
-    that was cancelled, how many characters it had written.
+    that was cancelled, how many characters it had written. ``fast_forward``: characters the
+    grammar forces join the one before them in one step, as on a real backend; ``batches``
+    records each step's size.
     """
 
     name = "scripted"
@@ -33,8 +35,10 @@ class ScriptedBackend:
     eos_token = ""
 
     def __init__(self, replies: Iterable[Reply], *, metadata: dict[str, Any] | None = None,
-                 seconds_per_token: float = 0.0, n_ctx: int | None = None) -> None:
+                 seconds_per_token: float = 0.0, n_ctx: int | None = None, fast_forward: bool = False) -> None:
         self._replies = list(replies)
+        self.fast_forward = fast_forward
+        self.batches: list[int] = []
         #: The context in tokens (one a character), when set: a longer prompt raises, as a real model's does.
         self.n_ctx = n_ctx
         self.seconds_per_token = seconds_per_token
@@ -71,7 +75,9 @@ class ScriptedBackend:
         text = reply(prompt, grammar) if callable(reply) else reply
         if grammar is not None and not matches(grammar, text):
             raise UsageError(f"scripted reply {text!r} violates the grammar it was given")
-        steps = _Script(text, self.seconds_per_token)
+        ahead = FastForward(grammar, lambda t: [ord(c) for c in t], lambda _: False) \
+            if grammar is not None and self.fast_forward else None
+        steps = _Script(text, self.seconds_per_token, ahead, self.batches)
         try:
             return decode(steps, prompt_tokens=len(prompt.text), max_tokens=max_tokens, stop=stop, cancel=cancel,
                           on_text=on_text)
@@ -88,8 +94,9 @@ class _Script:
 
     END = -1
 
-    def __init__(self, text: str, seconds_per_token: float) -> None:
+    def __init__(self, text: str, seconds_per_token: float, ahead: FastForward | None, batches: list[int]) -> None:
         self.reply, self.seconds_per_token, self.written = text, seconds_per_token, 0
+        self.ahead, self.batches = ahead, batches
 
     def start(self) -> None:
         pass
@@ -98,7 +105,11 @@ class _Script:
         self.written = len(reply)
         return ord(self.reply[len(reply)]) if len(reply) < len(self.reply) else self.END
 
-    def advance(self, token: int) -> None:
+    def forced(self, reply: list[int]) -> tuple[list[int], bool]:
+        return self.ahead.after(self.text(reply, final=False)) if self.ahead is not None else ([], False)
+
+    def advance(self, tokens: list[int]) -> None:
+        self.batches.append(len(tokens))
         if self.seconds_per_token:
             time.sleep(self.seconds_per_token)
 
