@@ -84,6 +84,12 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", help="transformers: auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--engine", choices=["llguidance", "xgrammar", "outlines_core"],
                    help="transformers: the grammar mask engine (default xgrammar)")
+    p.add_argument("--mask", choices=["lazy", "full"],
+                   help="llama-cpp / transformers: 'lazy' (default) asks the grammar about the token the model "
+                   "wants and masks the vocabulary only when it is refused (the same output); 'full' masks every step")
+    p.add_argument("--no-fast-forward", dest="fast_forward", action="store_false", default=None,
+                   help="llama-cpp / transformers: sample the text the grammar forces (a tool's name once unique, "
+                   "keys, brackets) token by token instead of appending it in one batch")
     _engine_args(p)
 
 
@@ -318,7 +324,8 @@ def _load_model(args: argparse.Namespace) -> Any:
 
     # Only the options given on the command line; each backend rejects those it does not take.
     given = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx, "extra_buffers": args.extra_buffers,
-             "device": args.device, "dtype": args.dtype, "engine": args.engine}
+             "device": args.device, "dtype": args.dtype, "engine": args.engine, "mask": args.mask,
+             "fast_forward": args.fast_forward}
     options = {k: v for k, v in given.items() if v is not None} | _engine_options(args, args.backend)
     return load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
 

@@ -34,7 +34,7 @@ def test_every_catalog_model_lists_known_backends() -> None:
 def test_load_refuses_an_option_the_backend_does_not_take() -> None:
     from localtools.backends.transformers import TransformersBackend
 
-    with pytest.raises(LocalToolsError, match="takes no option n_gpu_layers; its options: device, dtype, engine, seed"):
+    with pytest.raises(LocalToolsError, match="takes no option n_gpu_layers; its options: device, dtype, engine, fast_forward, mask, seed"):
         localtools.load("smollm2-135m", backend="transformers", download=False, n_gpu_layers=-1)
     with pytest.raises(LocalToolsError, match="unknown mask engine 'fast'"):
         TransformersBackend("x.gguf", engine="fast")

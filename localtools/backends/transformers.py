@@ -1,7 +1,7 @@
 """transformers backend: a Hugging Face model directory or one of our GGUF files, on CPU or CUDA.
 
-Grammars reach the decoder through outlines' logits processors. The mask engine is one of
-``ENGINES``; each gets its rendering of the same ``Grammar`` (Lark for llguidance, GBNF for
+Grammars reach the decoder through a mask engine, one of ``ENGINES``, driven directly
+(``_masks``): each gets its rendering of the same ``Grammar`` (Lark for llguidance, GBNF for
 xgrammar, one regex for outlines_core), so no engine has a grammar of its own to keep in sync.
 """
 
@@ -12,26 +12,26 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
 from .._prompt import Prompt
 from ..grammar import Grammar, GrammarNotRegular
 from ._base import Generation
-from ._decode import decode, penalised
+from ._decode import FastForward, decode, penalised
+from ._masks import Matcher, compile_grammar, new_matcher
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend"]
 
 INSTALL_HINT = "pip install torch==2.13.0 'localtools[transformers]'  (pin torch on CPU: a bare torch pulls a multi-GB CUDA build)"
 
-#: Mask engines reachable through outlines, one record each: the outlines backend class, how our
-#: grammar is rendered for it, and whether it takes a CFG or only a regex. The default was picked
-#: by measurement (BENCHMARKS.md).
-_ENGINES: dict[str, tuple[str, Callable[[Grammar], str], bool]] = {
-    "llguidance": ("LLGuidanceBackend", Grammar.to_lark, True),
-    "xgrammar": ("XGrammarBackend", Grammar.to_gbnf, True),
-    "outlines_core": ("OutlinesCoreBackend", Grammar.to_regex, False),
+#: Mask engines, one record each: the outlines backend class that builds its per-model index,
+#: and how our grammar is rendered for it. The default was picked by measurement (BENCHMARKS.md).
+_ENGINES: dict[str, tuple[str, Callable[[Grammar], str]]] = {
+    "llguidance": ("LLGuidanceBackend", Grammar.to_lark),
+    "xgrammar": ("XGrammarBackend", Grammar.to_gbnf),
+    "outlines_core": ("OutlinesCoreBackend", Grammar.to_regex),
 }
 ENGINES = tuple(_ENGINES)
 DEFAULT_ENGINE = "xgrammar"
@@ -52,11 +52,12 @@ def _check_engine(name: str) -> None:
 
 
 class _Engine:
-    """One outlines backend (its tokenizer index is built once) and a cache of compiled grammars."""
+    """One mask engine for a model: outlines' backend object holds its per-model work (the
+    tokenizer index, built once); grammars are compiled once per rendering and cached."""
 
     def __init__(self, name: str, hf_model: Any, tokenizer: Any, cache_size: int = 32) -> None:
         _check_engine(name)
-        class_name, self._render, self._cfg = _ENGINES[name]
+        class_name, self._render = _ENGINES[name]
         try:
             import outlines
             from outlines import backends
@@ -71,7 +72,8 @@ class _Engine:
         self._cache: OrderedDict[str, Any] = OrderedDict()
         self._size = cache_size
 
-    def processor(self, grammar: Grammar) -> Any:
+    def matcher(self, grammar: Grammar, vocab_size: int) -> Matcher:
+        """A fresh matcher for one generation under ``grammar`` (``vocab_size``: the logits' width)."""
         try:
             source = self._render(grammar)
         except GrammarNotRegular as exc:
@@ -79,27 +81,13 @@ class _Engine:
                 f"the {self.name} engine takes regular grammars only and this one recurses ({exc}); "
                 "use engine='llguidance' or 'xgrammar'"
             ) from exc
-        proc = self._cache.pop(source, None)
-        if proc is None:
-            make = self.backend.get_cfg_logits_processor if self._cfg else self.backend.get_regex_logits_processor
-            proc = make(source)
-        else:
-            proc.reset()
-        self._cache[source] = proc
+        compiled = self._cache.pop(source, None)
+        if compiled is None:
+            compiled = compile_grammar(self.backend, self.name, source)
+        self._cache[source] = compiled
         while len(self._cache) > self._size:
             self._cache.popitem(last=False)
-        return proc
-
-    @staticmethod
-    def check(processor: Any) -> None:
-        """Raise when the engine gave up on the grammar.
-
-        llguidance then masks everything but end-of-sequence, which would look like an empty
-        answer; a typed error says what happened instead.
-        """
-        for matcher in getattr(processor, "ll_matchers", None) or ():
-            if matcher.is_error():
-                raise GrammarError(f"the llguidance engine failed on this grammar: {matcher.get_error().splitlines()[0]}")
+        return new_matcher(self.name, compiled, self.backend, vocab_size)
 
 
 class TransformersBackend:
@@ -108,8 +96,9 @@ class TransformersBackend:
     ``path``: a GGUF file (loaded with ``gguf_file=``, de-quantized; needs ``gguf``) or a model
     directory with ``config.json``. ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when
     present). ``dtype``: ``"auto"`` (float32 on CPU, bfloat16 on CUDA) or a torch dtype name.
-    ``engine``: the mask engine for grammars, one of ``ENGINES``. Prompt segments marked as data
-    are tokenized with special-token parsing off, as on llama.cpp.
+    ``engine``: the mask engine for grammars, one of ``ENGINES``; ``mask`` and ``fast_forward``
+    as on llama-cpp. Prompt segments marked as data are tokenized with special-token parsing off,
+    as on llama.cpp.
     """
 
     name = "transformers"
@@ -144,8 +133,20 @@ class TransformersBackend:
         dtype: str = "auto",
         engine: str = DEFAULT_ENGINE,
         seed: int = 0,
+        mask: Literal["lazy", "full"] = "lazy",
+        fast_forward: bool = True,
     ) -> None:
         _check_engine(engine)
+        if mask not in ("lazy", "full"):
+            raise UsageError(f"mask must be 'lazy' or 'full', not {mask!r}")
+        #: "lazy": take the token the model wants and ask the grammar about that one token,
+        #: masking the vocabulary only on a rejection (the same choice, see ``_Steps.pick``);
+        #: "full": mask every step.
+        self.mask = mask
+        #: Append the tokens the grammar forces in one batch instead of one by one (``FastForward``).
+        self.fast_forward = fast_forward
+        #: Of the last generation under a grammar: (whole-vocabulary masks, tokens picked).
+        self.mask_stats = (0, 0)
         torch, transformers = _import()
         path = Path(path)
         if path.is_file():
@@ -192,6 +193,7 @@ class TransformersBackend:
         self.bos_token = self._token_text("tokenizer.ggml.bos_token_id", self.tokenizer.bos_token)
         self.eos_token = self._token_text("tokenizer.ggml.eos_token_id", self.tokenizer.eos_token)
         self._eog = self._end_ids()
+        self._special = frozenset(self.tokenizer.all_special_ids)
         self.engine_name = engine
         self._engines: dict[str, _Engine] = {}
         self._seed = seed
@@ -260,6 +262,9 @@ class TransformersBackend:
         with self._prefix_lock:
             self._prefix = (ids, cache)
 
+    def _encode(self, text: str) -> list[int]:
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     def tokenize(self, prompt: Prompt) -> list[int]:
         ids: list[int] = []
         for text, is_data in prompt.segments:
@@ -287,12 +292,17 @@ class TransformersBackend:
             raise ContextLengthExceeded(len(prompt_ids), limit)
         if limit:
             max_tokens = min(max_tokens, limit - len(prompt_ids))
-        processor = self.engine.processor(grammar) if grammar is not None else None
+        matcher = self.engine.matcher(grammar, self.model.config.vocab_size) if grammar is not None else None
+        ahead = FastForward(grammar, self._encode, self._special.__contains__) \
+            if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
-        steps = _Steps(self, torch, prompt_ids, processor, generator, temperature, top_p, repeat_penalty)
+        steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
         with torch.inference_mode():
-            generation = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
-                                on_text=on_text)
+            try:
+                generation = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop,
+                                    cancel=cancel, on_text=on_text)
+            finally:
+                self.mask_stats = (steps.full_masks, steps.picks)
         # Kept only after a generation that ended whole: an interrupted one may have left the
         # cache and its ids apart.
         self._keep_prefix(steps.ids[0].tolist(), steps.past)
@@ -311,15 +321,17 @@ class TransformersBackend:
 
 
 class _Steps:
-    """Transformers' steps for the shared decode loop: one forward pass per token, with a KV cache."""
+    """Transformers' steps for the shared decode loop: one forward pass per batch, with a KV cache."""
 
-    def __init__(self, backend: TransformersBackend, torch: Any, prompt_ids: list[int], processor: Any,
-                 generator: Any, temperature: float, top_p: float, repeat_penalty: float) -> None:
-        self.backend, self.torch, self.processor, self.generator = backend, torch, processor, generator
+    def __init__(self, backend: TransformersBackend, torch: Any, prompt_ids: list[int], matcher: Matcher | None,
+                 ahead: FastForward | None, generator: Any, temperature: float, top_p: float,
+                 repeat_penalty: float) -> None:
+        self.backend, self.torch, self.matcher, self.ahead, self.generator = backend, torch, matcher, ahead, generator
         self.temperature, self.top_p, self.penalty = temperature, top_p, repeat_penalty
         self.ids = torch.tensor([prompt_ids], device=backend.device)
         self.past: Any = None
         self.logits: Any = None
+        self.full_masks = self.picks = 0
 
     def _forward(self, input_ids: Any) -> None:
         b = self.backend
@@ -333,18 +345,53 @@ class _Steps:
         self._forward(self.ids[:, keep:])
 
     def pick(self, reply: list[int]) -> int:
-        torch, logits = self.torch, self.logits
+        torch, logits = self.torch, self.logits[0]
         if self.penalty != 1.0 and reply:
             seen = torch.tensor(penalised(reply), device=logits.device)
-            picked = logits[0, seen]
-            logits[0, seen] = torch.where(picked > 0, picked / self.penalty, picked * self.penalty)
-        if self.processor is not None:
-            logits = self.processor(self.ids, logits)
-            self.backend.engine.check(self.processor)
-        return self.backend._pick(torch, logits[0], self.temperature, self.top_p, self.generator)
+            picked = logits[seen]
+            logits[seen] = torch.where(picked > 0, picked / self.penalty, picked * self.penalty)
+        matcher = self.matcher
+        if matcher is None:
+            return self.backend._pick(torch, logits, self.temperature, self.top_p, self.generator)
+        # Lazy: the token the model wants, unmasked, and the grammar asked about that one token.
+        # Greedy, the best token, if allowed, is the best allowed one. Sampled (without top-p),
+        # a token drawn from p and kept when allowed, else drawn again from p masked to the
+        # allowed set A, is t in A with probability p(t) + (1 - p(A)) p(t) / p(A) = p(t) / p(A):
+        # exactly the masked distribution. Top-p cuts the masked distribution's tail, which a
+        # draw from p cannot see, so it masks first.
+        lazy = self.backend.mask == "lazy" and (self.temperature <= 0 or self.top_p >= 1.0)
+        token = self.backend._pick(torch, logits, self.temperature, self.top_p, self.generator) if lazy else -1
+        if token < 0 or not matcher.allows(token):
+            self.full_masks += 1
+            matcher.mask(logits)
+            matcher.check()
+            if not bool(torch.isfinite(logits).any()):
+                raise GrammarError("the grammar allows no token here (the grammar is broken)")
+            token = self.backend._pick(torch, logits, self.temperature, self.top_p, self.generator)
+        matcher.consume([token])
+        matcher.check()
+        self.picks += 1
+        return token
 
-    def advance(self, token: int) -> None:
-        step = self.torch.tensor([[token]], device=self.backend.device)
+    def forced(self, reply: list[int]) -> tuple[list[int], bool]:
+        if self.ahead is None or self.matcher is None:
+            return [], False
+        text = self.text(reply, final=False)
+        if text.endswith("\ufffd"):
+            return [], False  # a character not yet whole: what follows it is not known
+        ids, ends = self.ahead.after(text)
+        # Each token is asked about after the ones before it are consumed; the first the engine
+        # rejects (it never should) ends the batch.
+        kept: list[int] = []
+        for token in ids:
+            if not self.matcher.allows(token):
+                break
+            self.matcher.consume([token])
+            kept.append(token)
+        return kept, ends and len(kept) == len(ids)
+
+    def advance(self, tokens: list[int]) -> None:
+        step = self.torch.tensor([tokens], device=self.backend.device)
         self.ids = self.torch.cat([self.ids, step], dim=1)
         self._forward(step)
 
