@@ -4,9 +4,11 @@
         [--backend llama-cpp --backend transformers] [--engine llguidance --engine xgrammar ...]
         [--build-sets 4] [--device cpu]
 
-Modes: per backend, free decoding and constrained decoding (on transformers, once per mask
-engine; on llama-cpp, masking the whole vocabulary every step and the lazy check that masks only
-when the grammar rejects the greedy token). Runs alternate across modes so machine noise hits all of them; the table gives medians
+Modes: per backend, free decoding and constrained decoding (on transformers once per mask engine,
+on llama-cpp with its GBNF sampler), each masking the whole vocabulary every step and with the
+lazy check that masks only when the grammar rejects the greedy token. Fast-forward is off here:
+this is the grammar's cost per token (benchmarks/fast_forward.py measures fast-forward).
+Runs alternate across modes so machine noise hits all of them; the table gives medians
 and each constrained mode's ratio to its own backend's free mode (seconds per generated token,
 decode only). ``--build-sets N`` also times, per engine, the first mask for N tool sets it has not
 seen (compiling the grammar and the first token mask): tool sets change per request, so this
@@ -42,13 +44,13 @@ def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]]) ->
     import torch
 
     backend: Any = model.backend  # the transformers backend, whose model and engine this reaches into
-    ids = torch.tensor([backend.tokenize(model.render(PROMPT, sets[0]))])
-    logits = torch.zeros((1, backend.model.config.vocab_size))
+    vocab = backend.model.config.vocab_size
+    logits = torch.zeros((1, vocab))
     out = []
     for specs in sets:
         grammar = model.grammar(specs, "required")
         started = time.perf_counter()
-        backend.engine.processor(grammar)(ids, logits.clone())
+        backend.engine.matcher(grammar, vocab).mask(logits.clone())
         out.append(time.perf_counter() - started)
     return out
 
@@ -69,7 +71,7 @@ def main() -> None:
     tools: list[Tool] = list(ALL)
 
     models: dict[str, localtools.Model] = {}
-    modes: list[tuple[str, str, str | None]] = []  # (label, backend, engine or None for free)
+    modes: list[tuple[str, str, str | None, str]] = []  # (label, backend, engine or None for free, mask)
     for name in backends:
         options: dict[str, Any] = {}
         if name == "transformers" and args.device:
@@ -77,45 +79,45 @@ def main() -> None:
         if name == "llama-cpp" and args.n_gpu_layers is not None:
             options["n_gpu_layers"] = args.n_gpu_layers
         models[name] = localtools.load(args.model, backend=name, **options)
-        modes.append((f"{name} free", name, None))
-        if name == "transformers":
-            modes += [(f"{name} constrained ({e})", name, e) for e in engines]
-        else:
-            modes += [(f"{name} constrained (GBNF, full mask)", name, "full"),
-                      (f"{name} constrained (GBNF, lazy check)", name, "lazy")]
+        modes.append((f"{name} free", name, None, "lazy"))
+        for engine in (engines if name == "transformers" else ["GBNF"]):
+            modes += [(f"{name} constrained ({engine}, full mask)", name, engine, "full"),
+                      (f"{name} constrained ({engine}, lazy check)", name, engine, "lazy")]
 
-    def run(backend: str, engine: str | None) -> localtools.ChatResult:
+    def run(backend: str, engine: str | None, mask: str) -> localtools.ChatResult:
         model = models[backend]
-        if engine in ("full", "lazy"):
-            model.backend.mask = engine  # type: ignore[attr-defined]
-        elif engine is not None:
-            model.backend.engine_name = engine  # type: ignore[attr-defined]
+        real: Any = model.backend
+        real.mask = mask
+        # Per token: fast-forward (benchmarks/fast_forward.py) would leave fewer, different steps.
+        real.fast_forward = False
+        if engine not in (None, "GBNF"):
+            real.engine_name = engine
         return model.chat(PROMPT, tools, tool_choice="required", constrained=engine is not None, max_tokens=128,
                           retry_repeat_penalties=())
 
-    for _, backend, engine in modes:  # warm-up: weights paged in, prompt cached, engines built
-        run(backend, engine)
-    per_token: dict[str, list[float]] = {label: [] for label, _, _ in modes}
+    for _, backend, engine, mask in modes:  # warm-up: weights paged in, prompt cached, engines built
+        run(backend, engine, mask)
+    per_token: dict[str, list[float]] = {label: [] for label, _, _, _ in modes}
     tokens: dict[str, int] = {}
-    full_masks = picks = 0
+    lazy_stats: dict[str, tuple[int, int]] = {}
     for _ in range(args.runs):
-        for label, backend, engine in modes:
-            r = run(backend, engine)
+        for label, backend, engine, mask in modes:
+            r = run(backend, engine, mask)
             # The first token's time includes prompt processing; decode covers the rest.
             per_token[label].append(r.decode_seconds / max(r.completion_tokens - 1, 1))
             tokens[label] = r.completion_tokens
-            if engine == "lazy":
-                full_masks, picks = models[backend].backend.mask_stats  # type: ignore[attr-defined]
+            if engine is not None and mask == "lazy":
+                lazy_stats[label] = models[backend].backend.mask_stats  # type: ignore[attr-defined]
 
     print(f"model: {args.model}  runs: {args.runs}  (medians; decode only)")
-    print(f"{'mode':<40} {'tokens':>6} {'tok/s':>8} {'ms/tok':>8} {'ratio':>6}")
+    print(f"{'mode':<52} {'tokens':>6} {'tok/s':>8} {'ms/tok':>8} {'ratio':>6}")
     free = {b: statistics.median(per_token[f"{b} free"]) for b in backends}
-    for label, backend, engine in modes:
+    for label, backend, engine, _ in modes:
         sec = statistics.median(per_token[label])
         ratio = f"{sec / free[backend]:.2f}" if engine else "1.00"
-        print(f"{label:<40} {tokens[label]:>6} {1 / sec:>8.1f} {sec * 1000:>8.1f} {ratio:>6}")
-    if "llama-cpp" in models:
-        print(f"lazy check: {full_masks} of {picks} tokens needed the whole-vocabulary mask")
+        print(f"{label:<52} {tokens[label]:>6} {1 / sec:>8.1f} {sec * 1000:>8.1f} {ratio:>6}")
+    for label, (full_masks, picks) in lazy_stats.items():
+        print(f"{label}: {full_masks} of {picks} tokens needed the whole-vocabulary mask")
     if args.build_sets and "transformers" in models:
         print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, median / max:")
         for engine in engines:
