@@ -55,6 +55,30 @@ def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]]) ->
     return out
 
 
+def _check_cost(model: localtools.Model, tokens: list[int], repeat: int = 5) -> tuple[float, float]:
+    """Seconds per token of a whole-vocabulary mask and of asking about one token, along a call's
+    tokens, with the current engine (the forward pass is left out: on CPU it hides both)."""
+    import torch
+
+    backend: Any = model.backend
+    vocab = backend.model.config.vocab_size
+    grammar = model.grammar(list(ALL), "required")
+    logits = torch.zeros((1, vocab), device=backend.device)
+    masks: list[float] = []
+    asks: list[float] = []
+    for _ in range(repeat):
+        matcher = backend.engine.matcher(grammar, vocab)
+        for token in tokens:
+            started = time.perf_counter()
+            matcher.mask(logits.clone())
+            masked = time.perf_counter()
+            matcher.allows(token)
+            asks.append(time.perf_counter() - masked)
+            masks.append(masked - started)
+            matcher.consume([token])
+    return statistics.median(masks), statistics.median(asks)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
@@ -99,6 +123,7 @@ def main() -> None:
         run(backend, engine, mask)
     per_token: dict[str, list[float]] = {label: [] for label, _, _, _ in modes}
     tokens: dict[str, int] = {}
+    call_tokens: list[int] = []
     lazy_stats: dict[str, tuple[int, int]] = {}
     for _ in range(args.runs):
         for label, backend, engine, mask in modes:
@@ -106,6 +131,8 @@ def main() -> None:
             # The first token's time includes prompt processing; decode covers the rest.
             per_token[label].append(r.decode_seconds / max(r.completion_tokens - 1, 1))
             tokens[label] = r.completion_tokens
+            if engine is not None and backend == "transformers":
+                call_tokens = models[backend].backend._encode(r.raw)  # type: ignore[attr-defined]
             if engine is not None and mask == "lazy":
                 lazy_stats[label] = models[backend].backend.mask_stats  # type: ignore[attr-defined]
 
@@ -118,6 +145,12 @@ def main() -> None:
         print(f"{label:<52} {tokens[label]:>6} {1 / sec:>8.1f} {sec * 1000:>8.1f} {ratio:>6}")
     for label, (full_masks, picks) in lazy_stats.items():
         print(f"{label}: {full_masks} of {picks} tokens needed the whole-vocabulary mask")
+    if "transformers" in models:
+        print("\nthe grammar's own cost per token along the call, transformers (forward pass left out), median:")
+        for engine in engines:
+            models["transformers"].backend.engine_name = engine  # type: ignore[attr-defined]
+            mask_s, ask_s = _check_cost(models["transformers"], call_tokens)
+            print(f"  {engine:<14} whole-vocabulary mask {mask_s * 1000:7.3f} ms   one-token check {ask_s * 1000:7.3f} ms")
     if args.build_sets and "transformers" in models:
         print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, median / max:")
         for engine in engines:

@@ -2,15 +2,17 @@
 token, vs the same prompt decoded free; every mode in one process.
 
     .venv/bin/python benchmarks/fast_forward.py [--model qwen2.5-coder-0.5b] [--runs 3]
-        [--backend llama-cpp --backend transformers]
+        [--backend llama-cpp --backend transformers] [--device cuda] [--n-gpu-layers -1]
 
 Each question asks for one or two calls of the example tools. Per backend, each question is
 generated in three modes, alternating ``--runs`` times so machine noise hits all of them: free
 (no grammar), constrained token by token (``fast_forward=False``) and constrained with
 fast-forward. The prompt is evaluated once before timing, so each generation reuses it and its
 wall time is the call's own (first token included). The table sums the medians over the
-questions and gives each mode's ratio to free decoding; it also says whether fast-forward
-wrote the same text as token-by-token decoding (and free decoding the same calls).
+questions and gives each mode's ratio to free decoding, in wall time and per token of the reply
+(free decoding writes the same calls in more tokens: it lays JSON out over lines); it also says
+whether fast-forward wrote the same text as token-by-token decoding (and free decoding the same
+calls).
 """
 
 from __future__ import annotations
@@ -42,15 +44,26 @@ def _generate(model: localtools.Model, question: str, mode: str) -> Any:
     return backend.generate(prompt, grammar=fmt.grammar, max_tokens=128, stop=list(fmt.stop))
 
 
+def _device_options(backend: str, args: argparse.Namespace) -> dict[str, Any]:
+    if backend == "transformers" and args.device:
+        return {"device": args.device}
+    if backend == "llama-cpp" and args.n_gpu_layers is not None:
+        return {"n_gpu_layers": args.n_gpu_layers}
+    return {}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--backend", action="append", choices=["llama-cpp", "transformers"])
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--device", help="transformers device (cpu, cuda)")
+    parser.add_argument("--n-gpu-layers", type=int, help="llama-cpp layers on the GPU (-1: all)")
     args = parser.parse_args()
-    print(f"{'backend':<13} {'mode':<15} {'tokens':>6} {'forced':>6} {'passes':>6} {'wall s':>7} {'vs free':>8}  same text")
+    print(f"{'backend':<13} {'mode':<15} {'tokens':>6} {'forced':>6} {'passes':>6} {'wall s':>7} {'vs free':>8} "
+          f"{'ms/token':>8} {'vs free':>8}  same text")
     for name in args.backend or ["llama-cpp", "transformers"]:
-        model = localtools.load(args.model, backend=name)
+        model = localtools.load(args.model, backend=name, **_device_options(name, args))
         seconds: dict[str, list[float]] = {m: [] for m in MODES}
         tokens = dict.fromkeys(MODES, 0)
         forced = dict.fromkeys(MODES, 0)
@@ -74,12 +87,14 @@ def main() -> None:
             calls = [[(c.name, c.arguments) for c in fmt.parse(texts[m]).tool_calls] for m in ("free", "fast-forward")]
             same_calls = same_calls and calls[0] == calls[1]
         free = sum(seconds["free"])
+        free_per_token = free / tokens["free"]
         for mode in MODES:
             total = sum(seconds[mode])
+            per_token = total / tokens[mode]
             same = "" if mode != "fast-forward" else ("yes" if same_text else "NO") + \
                 f" (free wrote the same calls: {'yes' if same_calls else 'no'})"
             print(f"{name:<13} {mode:<15} {tokens[mode]:>6} {forced[mode]:>6} {tokens[mode] - forced[mode]:>6} "
-                  f"{total:7.3f} {total / free:7.3f}x  {same}")
+                  f"{total:7.3f} {total / free:7.3f}x {per_token * 1000:8.1f} {per_token / free_per_token:7.3f}x  {same}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # On a CUDA machine: the real-model tests on the GPU for both backends, then tokens/s of free vs
-# constrained decoding on each (and each mask engine's first-mask cost for new tool sets).
+# constrained decoding on each (each mask engine, full mask vs lazy check, and each engine's
+# first-mask cost for new tool sets), a call's wall time with fast-forward, and prefix reuse.
 #
 #   bash scripts/gpu_check.sh            # uses .venv/bin/python; PY=python3 to use another
 #
@@ -26,10 +27,14 @@ print(f"GPU: {torch.cuda.get_device_name(0)}; llama.cpp offload: yes")
 CHECK
 
 # The integration subset, every model on the GPU (conftest reads LOCALTOOLS_TEST_GPU).
-LOCALTOOLS_TEST_GPU=1 "$PY" -m pytest -q -m model tests/test_models.py -k "not cli_run"
+LOCALTOOLS_TEST_GPU=1 "$PY" -m pytest -q -m model tests/test_models.py tests/test_fast_forward.py \
+    tests/test_lazy_mask.py tests/test_masks.py tests/test_prefix_reuse.py -k "not cli_run"
 
+# Per token: free vs each engine, full mask vs lazy check; then fast-forward and prefix reuse.
 "$PY" benchmarks/decode_speed.py --model "$MODEL" --backend llama-cpp --backend transformers \
     --n-gpu-layers -1 --device cuda --runs 5 --build-sets 4
+"$PY" benchmarks/fast_forward.py --model "$MODEL" --n-gpu-layers -1 --device cuda --runs 5
+"$PY" benchmarks/prefix_reuse.py --model "$MODEL" --n-gpu-layers -1 --device cuda --runs 5
 
 # vLLM as an engine behind localtools (VLLM=0 skips it). Installs vLLM if it is missing (needs
 # the network), serves VLLM_MODEL (a Hugging Face id or directory of the same model as $MODEL),

@@ -105,3 +105,20 @@ def test_fast_forward_writes_what_token_by_token_greedy_decoding_writes(backend:
     finally:
         real.fast_forward = True
     assert forced > 10 * len(QUESTIONS)  # names, keys and brackets: most of a call's JSON
+
+
+def test_the_cli_passes_mask_and_fast_forward_to_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localtools import _load, cli
+
+    seen: list[dict[str, Any]] = []
+
+    def load(model: str, **options: Any) -> Model:
+        seen.append(options)
+        return Model(ScriptedBackend([]), family="qwen2.5")
+
+    monkeypatch.setattr(_load, "load", load)
+    parser = cli._build_parser()
+    cli._load_model(parser.parse_args(["run", "q", "--mask", "full", "--no-fast-forward"]))
+    cli._load_model(parser.parse_args(["run", "q"]))
+    assert seen[0]["mask"] == "full" and seen[0]["fast_forward"] is False
+    assert "mask" not in seen[1] and "fast_forward" not in seen[1]  # the backend's defaults: lazy, on
