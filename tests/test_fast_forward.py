@@ -11,7 +11,7 @@ from conftest import BACKENDS, load_once, tc
 from localtools import Model, ScriptedBackend
 from localtools.backends._decode import FastForward
 from localtools.examples import ALL
-from localtools.grammar import build_grammar
+from localtools.grammar import build_grammar, continuation
 
 TOOL = {"type": "function", "function": {"name": "get_customer", "description": "Look up a customer.",
                                          "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}},
@@ -122,3 +122,28 @@ def test_the_cli_passes_mask_and_fast_forward_to_the_backend(monkeypatch: pytest
     cli._load_model(parser.parse_args(["run", "q"]))
     assert seen[0]["mask"] == "full" and seen[0]["fast_forward"] is False
     assert "mask" not in seen[1] and "fast_forward" not in seen[1]  # the backend's defaults: lazy, on
+
+
+def test_in_long_free_text_the_grammar_is_asked_only_now_and_then(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localtools.backends import _decode
+
+    asked: list[str] = []
+
+    def counted(grammar: Any, text: str) -> tuple[str, bool]:
+        asked.append(text)
+        return continuation(grammar, text)
+
+    monkeypatch.setattr(_decode, "continuation", counted)
+    grammar = build_grammar(Model(ScriptedBackend([]), family="qwen2.5").family, [TOOL], "auto")
+    ahead = FastForward(grammar, lambda t: [ord(c) for c in t], lambda _: False)
+    text = "Plain words, " * 20
+    for n in range(1, len(text) + 1):
+        assert ahead.after(text[:n]) == ([], False)
+    patience = ahead.PATIENCE
+    assert len(asked) == patience + (len(text) - 1) // patience  # 32 in a row, then every 32nd
+    # A forced stretch is still found once the grammar is asked again, and ends the pause.
+    while True:
+        ids, _ = ahead.after(text + "<tool_call>")
+        if ids:
+            break
+    assert "".join(map(chr, ids)).startswith('\n{"name": "get_customer"') and ahead.misses == 0

@@ -62,12 +62,23 @@ class FastForward:
     token ids without special-token parsing; ``special``: whether an id is a special token.
     """
 
+    #: After this many tokens in a row with nothing forced (prose, a long string value), the
+    #: grammar is asked only every this-many tokens: asking walks the whole reply, so asking
+    #: after every token of a long text would cost time quadratic in its length.
+    PATIENCE = 32
+
     def __init__(self, grammar: Grammar, encode: Callable[[str], list[int]], special: Callable[[int], bool]) -> None:
         self.grammar, self.encode, self.special = grammar, encode, special
+        self.misses = 0
 
     def after(self, text: str) -> tuple[list[int], bool]:
-        """The tokens forced after ``text`` and whether the reply must end after them."""
+        """The tokens forced after ``text`` and whether the reply must end after them (one
+        generation's texts, in order: the instance counts the misses)."""
+        if self.misses >= self.PATIENCE and self.misses % self.PATIENCE:
+            self.misses += 1
+            return [], False
         forced, ends = continuation(self.grammar, text)
+        self.misses = 0 if forced or ends else self.misses + 1
         if not forced:
             return [], ends
         ids = self.encode(forced)
