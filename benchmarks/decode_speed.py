@@ -44,7 +44,7 @@ def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]]) ->
     import torch
 
     backend: Any = model.backend  # the transformers backend, whose model and engine this reaches into
-    vocab = backend.model.config.vocab_size
+    vocab = backend._vocab_size
     logits = torch.zeros((1, vocab))
     out = []
     for specs in sets:
@@ -61,7 +61,7 @@ def _check_cost(model: localtools.Model, tokens: list[int], repeat: int = 5) -> 
     import torch
 
     backend: Any = model.backend
-    vocab = backend.model.config.vocab_size
+    vocab = backend._vocab_size
     grammar = model.grammar(list(ALL), "required")
     logits = torch.zeros((1, vocab), device=backend.device)
     masks: list[float] = []

@@ -71,13 +71,18 @@ class FastForward:
         self.grammar, self.encode, self.special = grammar, encode, special
         self.misses = 0
 
-    def after(self, text: str) -> tuple[list[int], bool]:
-        """The tokens forced after ``text`` and whether the reply must end after them (one
-        generation's texts, in order: the instance counts the misses)."""
+    def after(self, text: Callable[[], str | None]) -> tuple[list[int], bool]:
+        """The tokens forced after the reply so far and whether the reply must end after them.
+        ``text`` gives the reply's text (``None`` while its last character is not whole); it is
+        called only when the grammar is asked. One generation's replies, in order: the
+        instance counts the misses."""
         if self.misses >= self.PATIENCE and self.misses % self.PATIENCE:
             self.misses += 1
             return [], False
-        forced, ends = continuation(self.grammar, text)
+        whole = text()
+        if whole is None:
+            return [], False  # a character not yet whole: what follows it is not known
+        forced, ends = continuation(self.grammar, whole)
         self.misses = 0 if forced or ends else self.misses + 1
         if not forced:
             return [], ends
@@ -87,7 +92,7 @@ class FastForward:
             if self.special(token):
                 kept = kept[:i]
                 break
-        return kept, ends and len(kept) == len(ids)
+        return kept, ends and bool(kept) and len(kept) == len(ids)
 
 
 def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[str] = (),
@@ -117,10 +122,10 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
         if len(out) + 1 < max_tokens:
             forced, ends = steps.forced([*out, token])
             batch += forced
-            forced_count += len(forced)
         done = False
-        for tok in batch:
+        for i, tok in enumerate(batch):
             out.append(tok)
+            forced_count += i > 0
             if stop or feed is not None:
                 text = steps.text(out, final=False)
                 cut = cut_at_stop(text, stop) if stop else None
@@ -145,4 +150,4 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
         feed.end(text)
     return Generation(text=text, tokens=out, finish_reason=finish, prompt_tokens=prompt_tokens,
                       prompt_seconds=first - start, decode_seconds=end - first,
-                      forced_tokens=min(forced_count, len(out)))
+                      forced_tokens=forced_count)

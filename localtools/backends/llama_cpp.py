@@ -293,6 +293,9 @@ class _Picker(Protocol):
     def force(self, tokens: list[int]) -> int:
         """Accept ``tokens`` into the grammar while it allows them; how many it took."""
 
+    def allows_end(self) -> bool:
+        """Whether the grammar allows an end-of-generation token next."""
+
     def close(self) -> None: ...
 
 
@@ -314,13 +317,19 @@ class _Steps:
     def forced(self, reply: list[int]) -> tuple[list[int], bool]:
         if self.ahead is None:
             return [], False
-        try:
-            text = self.backend.llm.detokenize(reply, prev_tokens=self.prompt_ids).decode("utf-8")
-        except UnicodeDecodeError:
-            return [], False  # a character not yet whole: what follows it is not known
+
+        def text() -> str | None:
+            # Special tokens as text: a call marker that is a control token ([TOOL_CALLS]) is
+            # text to the grammar.
+            try:
+                return str(self.backend.llm.detokenize(reply, prev_tokens=self.prompt_ids, special=True).decode("utf-8"))
+            except UnicodeDecodeError:
+                return None
+
         ids, ends = self.ahead.after(text)
         taken = self.picker.force(ids)
-        return ids[:taken], ends and taken == len(ids)
+        # The grammar's end is taken only where the engine's grammar allows an end token too.
+        return ids[:taken], ends and taken == len(ids) and self.picker.allows_end()
 
     def advance(self, tokens: list[int]) -> None:
         self.backend.llm.eval(tokens)
@@ -359,6 +368,11 @@ def _force(llama_cpp: Any, grammar: Any, accept: Any, one_array: Any, tokens: li
     return len(tokens)
 
 
+def _allows_end(llama_cpp: Any, grammar: Any, one_array: Any, vocab: Any) -> bool:
+    ends = {llama_cpp.llama_vocab_eos(vocab), llama_cpp.llama_vocab_eot(vocab)}
+    return any(_allows(llama_cpp, grammar, one_array, token) for token in ends if token >= 0)
+
+
 def _one_array(llama_cpp: Any) -> Any:
     return llama_cpp.llama_token_data_array(ctypes.pointer(llama_cpp.llama_token_data(0, 0.0, 0.0)), 1, -1, False)
 
@@ -379,6 +393,7 @@ class _Greedy:
         self.np = numpy
         self.llama_cpp = llama_cpp = _import()
         self.ctx = backend.llm._ctx.ctx
+        self.vocab = backend.llm._model.vocab
         self.n_vocab = backend.llm.n_vocab()
         self.penalty = repeat_penalty
         self.lazy = lazy
@@ -416,6 +431,9 @@ class _Greedy:
     def force(self, tokens: list[int]) -> int:
         return _force(self.llama_cpp, self.grammar, self.grammar, self.one_array, tokens)
 
+    def allows_end(self) -> bool:
+        return _allows_end(self.llama_cpp, self.grammar, self.one_array, self.vocab)
+
     def _best_allowed(self, scores: Any) -> int:
         self.full_masks += 1
         self.all["logit"] = scores
@@ -439,6 +457,7 @@ class _Sampled:
                  seed: int | None, repeat_penalty: float):
         self.llama_cpp = llama_cpp = _import()
         self.ctx = backend.llm._ctx.ctx
+        self.vocab = backend.llm._model.vocab
         # The grammar first: it is the one step that can fail, and then nothing is left to free.
         masked = [_grammar_sampler(llama_cpp, backend, grammar)] if grammar is not None else []
         #: The grammar step, owned by the chain: forced tokens are checked against it.
@@ -459,6 +478,9 @@ class _Sampled:
     def force(self, tokens: list[int]) -> int:
         # Accepted by the whole chain, so the penalty step's window holds them as if sampled.
         return _force(self.llama_cpp, self.grammar, self.chain, self.one_array, tokens) if self.grammar else 0
+
+    def allows_end(self) -> bool:
+        return self.grammar is not None and _allows_end(self.llama_cpp, self.grammar, self.one_array, self.vocab)
 
     def close(self) -> None:
         if self.chain is not None:

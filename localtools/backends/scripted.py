@@ -106,7 +106,7 @@ class _Script:
         return ord(self.reply[len(reply)]) if len(reply) < len(self.reply) else self.END
 
     def forced(self, reply: list[int]) -> tuple[list[int], bool]:
-        return self.ahead.after(self.text(reply, final=False)) if self.ahead is not None else ([], False)
+        return self.ahead.after(lambda: self.text(reply, final=False)) if self.ahead is not None else ([], False)
 
     def advance(self, tokens: list[int]) -> None:
         self.batches.append(len(tokens))

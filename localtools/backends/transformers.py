@@ -193,7 +193,12 @@ class TransformersBackend:
         self.bos_token = self._token_text("tokenizer.ggml.bos_token_id", self.tokenizer.bos_token)
         self.eos_token = self._token_text("tokenizer.ggml.eos_token_id", self.tokenizer.eos_token)
         self._eog = self._end_ids()
-        self._special = frozenset(self.tokenizer.all_special_ids)
+        # Special tokens, added ones flagged special included (Llama 3's <|python_tag|>): never
+        # fast-forwarded.
+        added = getattr(self.tokenizer, "added_tokens_decoder", {}) or {}
+        self._special = frozenset(self.tokenizer.all_special_ids) | {i for i, t in added.items() if getattr(t, "special", False)}
+        # The logits' width, padded rows included (multimodal configs have no top-level vocab_size).
+        self._vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         self.engine_name = engine
         self._engines: dict[str, _Engine] = {}
         self._seed = seed
@@ -292,7 +297,7 @@ class TransformersBackend:
             raise ContextLengthExceeded(len(prompt_ids), limit)
         if limit:
             max_tokens = min(max_tokens, limit - len(prompt_ids))
-        matcher = self.engine.matcher(grammar, self.model.config.vocab_size) if grammar is not None else None
+        matcher = self.engine.matcher(grammar, self._vocab_size) if grammar is not None else None
         ahead = FastForward(grammar, self._encode, self._special.__contains__) \
             if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
@@ -376,9 +381,11 @@ class _Steps:
     def forced(self, reply: list[int]) -> tuple[list[int], bool]:
         if self.ahead is None or self.matcher is None:
             return [], False
-        text = self.text(reply, final=False)
-        if text.endswith("\ufffd"):
-            return [], False  # a character not yet whole: what follows it is not known
+
+        def text() -> str | None:
+            whole = self.text(reply, final=False)
+            return None if whole.endswith("\ufffd") else whole
+
         ids, ends = self.ahead.after(text)
         # Each token is asked about after the ones before it are consumed; the first the engine
         # rejects (it never should) ends the batch.
@@ -388,7 +395,8 @@ class _Steps:
                 break
             self.matcher.consume([token])
             kept.append(token)
-        return kept, ends and len(kept) == len(ids)
+        # The grammar's end is taken only where the engine allows an end token too.
+        return kept, ends and len(kept) == len(ids) and any(self.matcher.allows(e) for e in self.backend._eog)
 
     def advance(self, tokens: list[int]) -> None:
         step = self.torch.tensor([tokens], device=self.backend.device)
