@@ -386,10 +386,12 @@ def test_thinking_path_on_qwen_with_the_qwen3_family(models: Models, backend: st
         assert "<think>" not in result.content and "</think>" not in result.content
         assert_valid(result, specs)
         if choice == "required":
-            assert [c.name for c in result.tool_calls] == ["get_customer"], result.raw
+            # The answer's calls, not how many: the 0.5B model under a template not its own may
+            # repeat the call (with fast-forward it writes it five times here).
+            assert result.tool_calls and {c.name for c in result.tool_calls} == {"get_customer"}, result.raw
         else:
             assert result.tool_calls or result.content, result.raw
     # The first turn must call (the 0.5B model, pushed to think, may answer anything under "auto").
     agent = Agent(model, [get_customer], tool_choice="required", thinking=True, reasoning_budget=16)
     run = agent.run("What subscription plan is customer cust-1001 using?")
-    assert run.trace[0].reasoning and [c.name for c in run.trace[0].calls] == ["get_customer"]
+    assert run.trace[0].reasoning and run.trace[0].calls and {c.name for c in run.trace[0].calls} == {"get_customer"}
