@@ -59,7 +59,8 @@ class FastForward:
     model reads what it was trained on. Its last token is left to the model (it may merge with
     what follows: ``"`` then ``$`` is the one token ``"$`` to some tokenizers), and so is any
     special token (a chat-control token is never written for the model). ``encode``: text to
-    token ids without special-token parsing; ``special``: whether an id is a special token.
+    token ids as the tokenizer reads it (special tokens parsed, so a call tag that is one token
+    stays one); ``special``: whether an id is a special token, where the forced tokens stop.
     """
 
     #: After this many tokens in a row with nothing forced (prose, a long string value), the
