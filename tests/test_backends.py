@@ -59,3 +59,14 @@ def test_cut_at_stop_takes_the_earliest_stop_string() -> None:
 
     assert cut_at_stop("answer<|im_end|>junk<|endoftext|>", ["<|endoftext|>", "<|im_end|>"]) == "answer"
     assert cut_at_stop("no stop here", ["<|im_end|>"]) is None
+
+
+def test_auto_dtype_is_bfloat16_only_where_the_hardware_computes_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    from localtools.backends import transformers as tf
+
+    monkeypatch.setattr(tf, "cpu_flags", lambda: frozenset({"avx2", "avx512f", "fma"}))
+    assert tf.auto_dtype("cpu") == "float32"  # emulated bfloat16 would be slower than float32
+    assert tf.auto_dtype("cuda:0") == "bfloat16"
+    for flag in ("avx512_bf16", "amx_bf16"):
+        monkeypatch.setattr(tf, "cpu_flags", lambda flag=flag: frozenset({"avx2", flag}))
+        assert tf.auto_dtype("cpu") == "bfloat16"

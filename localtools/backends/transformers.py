@@ -16,6 +16,7 @@ from typing import Any, ClassVar, Literal
 
 from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
 from .._gguf import read_metadata
+from .._machine import cpu_flags
 from .._prompt import Prompt
 from ..grammar import Grammar, GrammarNotRegular
 from ._base import Generation
@@ -90,12 +91,26 @@ class _Engine:
         return new_matcher(self.name, compiled, self.backend, vocab_size)
 
 
+#: CPU flags (as /proc/cpuinfo spells them) of native bfloat16 matrix instructions. On such a CPU
+#: bfloat16 evaluated a 1,800-token prompt 3.4× faster than float32 on Qwen2.5-0.5B (decoding 1.2×);
+#: without them torch emulates bfloat16, slower than float32.
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def auto_dtype(device: str) -> str:
+    """The dtype ``dtype="auto"`` picks on ``device``: bfloat16 where the hardware computes it natively."""
+    if device.startswith("cuda") or BF16_CPU_FLAGS & cpu_flags():
+        return "bfloat16"
+    return "float32"
+
+
 class TransformersBackend:
     """Runs a causal LM through transformers with its own decode loop (KV cache, greedy or top-p).
 
     ``path``: a GGUF file (loaded with ``gguf_file=``, de-quantized; needs ``gguf``) or a model
     directory with ``config.json``. ``device``: ``"cpu"``, ``"cuda"`` or ``"auto"`` (CUDA when
-    present). ``dtype``: ``"auto"`` (float32 on CPU, bfloat16 on CUDA) or a torch dtype name.
+    present). ``dtype``: ``"auto"`` (``auto_dtype``: bfloat16 on CUDA and on CPUs with native
+    bfloat16, float32 on other CPUs) or a torch dtype name.
     ``engine``: the mask engine for grammars, one of ``ENGINES``; ``mask`` and ``fast_forward``
     as on llama-cpp. Prompt segments marked as data are tokenized with special-token parsing off,
     as on llama.cpp.
@@ -123,6 +138,7 @@ class TransformersBackend:
             "torch": f"{torch.__version__}, {torch.get_num_threads()} CPU threads",
             "CUDA": f"yes: {torch.cuda.get_device_name(0)} (torch CUDA {torch.version.cuda})" if cuda
             else "no (device='cpu')",
+            "dtype (auto)": auto_dtype("cuda" if cuda else "cpu"),
         }
 
     def __init__(
@@ -163,7 +179,7 @@ class TransformersBackend:
         if device.startswith("cuda") and not torch.cuda.is_available():
             raise ModelError("device='cuda' was asked for, but torch sees no CUDA device (is this a CPU build of torch?)")
         if dtype == "auto":
-            dtype = "bfloat16" if device.startswith("cuda") else "float32"
+            dtype = auto_dtype(device)
         torch_dtype = getattr(torch, dtype, None)
         if not isinstance(torch_dtype, torch.dtype):
             raise UsageError(f"unknown dtype {dtype!r}; expected auto, float32, float16 or bfloat16")
