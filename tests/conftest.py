@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 import localtools
-from localtools._catalog import pull
+from localtools._catalog import catalog, pull
 from localtools._probe import ProbeResult, probe
 
 BACKENDS = ["llama-cpp", "transformers"]
-_loaded: dict[tuple[str, str], localtools.Model] = {}
+_loaded: dict[tuple[str, str, str], localtools.Model] = {}
 _probes: dict[str, ProbeResult] = {}
 # scripts/gpu_check.sh sets LOCALTOOLS_TEST_GPU=1: every model then loads onto the GPU.
 GPU_OPTIONS: dict[str, dict[str, Any]] = {"llama-cpp": {"n_gpu_layers": -1}, "transformers": {"device": "cuda"}}
@@ -36,16 +36,20 @@ def backend_probe(backend: str) -> ProbeResult:
     return _probes[backend]
 
 
-def load_once(name: str, backend: str = "llama-cpp") -> localtools.Model:
-    """Each (model, backend) pair is loaded once per test session (pulled into the cache if missing).
+def load_once(name: str, backend: str = "llama-cpp", **options: Any) -> localtools.Model:
+    """Each (model, backend, options) is loaded once per test session (pulled into the cache if missing).
 
+    Loading is most of a real-model test's cost (Qwen 0.5B on transformers: about 40 s on 2 cores),
+    so every test module shares these, the CLI's and ``localtools.load``'s included (``shared_loads``).
     Skips when the backend crashed or failed in its child-process check, which
     ``test_each_backend_generates_in_a_child_process`` reports as a failure.
     """
     require_backend(backend)
-    if (name, backend) not in _loaded:
-        _loaded[name, backend] = localtools.load(name, backend=backend, **_options(backend))
-    return _loaded[name, backend]
+    options = {**_options(backend), **options}
+    key = (name, backend, json.dumps(options, sort_keys=True, default=str))
+    if key not in _loaded:
+        _loaded[key] = localtools.load(name, backend=backend, **options)
+    return _loaded[key]
 
 
 def require_backend(backend: str) -> None:
@@ -53,6 +57,25 @@ def require_backend(backend: str) -> None:
     if not result.ok:
         pytest.skip(f"{backend} cannot generate on this machine ({result.describe()}); "
                     "test_each_backend_generates_in_a_child_process fails with the details")
+
+
+@pytest.fixture
+def shared_loads(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``localtools.load``, the CLI's way in too, answers catalog names from ``load_once``."""
+    import localtools._load
+
+    real = localtools._load.load
+
+    def load(model: str | None = None, *, backend: str = "llama-cpp", family: str | None = None,
+             template: str | None = None, download: bool = True, **options: Any) -> localtools.Model:
+        if model is None or model not in catalog():
+            return real(model, backend=backend, family=family, template=template, download=download, **options)
+        shared = load_once(model, backend, **options)
+        return shared if family is None and template is None else \
+            localtools.Model(shared.backend, family=family, template=template)
+
+    monkeypatch.setattr(localtools._load, "load", load)
+    monkeypatch.setattr(localtools, "load", load)
 
 
 @pytest.fixture(scope="session")

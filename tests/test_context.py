@@ -171,12 +171,9 @@ def test_no_run_overflows_while_the_budget_is_on(sizes: list[int], n_ctx: int) -
 
 @pytest.mark.model
 def test_a_real_model_with_a_small_context_finishes_a_run_whose_result_would_overflow_it() -> None:
-    from conftest import require_backend
+    from conftest import load_once
 
-    from localtools import load
-
-    require_backend("llama-cpp")
-    model = load("qwen2.5-coder-0.5b", n_ctx=1024)
+    model = load_once("qwen2.5-coder-0.5b", n_ctx=1024)
 
     @tool
     def read_log(service: str) -> str:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from conftest import load_once
 
 import localtools
 import localtools.examples
@@ -43,9 +43,8 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup() -> Iterator[Setup]:
     torch = pytest.importorskip("torch")
-    options = {"device": "cuda"} if os.environ.get("LOCALTOOLS_TEST_GPU") == "1" else {}
     try:
-        model = localtools.load("smollm2-135m", backend="transformers", download=False, **options)
+        model = load_once("smollm2-135m", "transformers")
     except (ModelError, BackendNotInstalled) as exc:
         pytest.skip(f"smollm2-135m on transformers is not available here: {exc}")
     backend: Any = model.backend  # the transformers backend: its tokenizer, model and engines

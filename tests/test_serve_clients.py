@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
-import statistics
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -139,14 +138,15 @@ def test_bad_requests_are_400_with_openai_error_json(smollm_url: str, case: str,
     assert caught.value.status_code == 400
 
 
-def test_load_32_clients_each_get_their_own_call(smollm_url: str) -> None:
-    report = asyncio.run(serve_load.run_load(smollm_url, clients=32, requests=4))
+def test_concurrent_clients_each_get_their_own_call(smollm_url: str) -> None:
+    # More clients than the queue holds: each answer is the call to its own request's tool, and
+    # every refusal is a 503 the server counts. Latency and throughput under 32 clients are a
+    # measurement: benchmarks/serve_load.py.
+    report = asyncio.run(serve_load.run_load(smollm_url, clients=12, requests=2))
     assert report.errors == [] and report.mismatched == []
-    assert report.answered == 128
+    assert report.answered == 24
     health = httpx.get(smollm_url.removesuffix("/v1") + "/health").json()
     assert health["status"] == "ok" and health["pending"] == 0 and health["rejected"] == report.busy
-    print(f"load: p50 {statistics.median(report.latencies):.2f} s, p95 {report.percentile(0.95):.2f} s, "
-          f"{report.throughput:.2f} req/s, {report.busy} x 503")
 
 
 def _get_customer(customer_id: str) -> dict[str, str]:
