@@ -21,7 +21,10 @@ def tools(workdir: Path) -> list[Tool]:
     def count(name: str) -> int:
         path = workdir / f"{name}.count"
         n = int(path.read_text()) + 1 if path.exists() else 1
-        path.write_text(str(n))
+        # Written whole or not at all: the test polls these files while this process runs.
+        partial = path.with_suffix(".part")
+        partial.write_text(str(n))
+        partial.replace(path)
         return n
 
     def check_stock(item: str) -> dict[str, object]:
