@@ -8,6 +8,7 @@
     ├── UnknownToolError (KeyError)        a name no registered, visible tool has
     ├── ToolNotAllowed (PermissionError)   a tool outside the caller's allow-list
     ├── ToolCallParseError (ValueError)    model output that looks like a call but does not parse
+    │   └── SchemaViolation                a call whose arguments break its schema, after the repairs
     ├── ToolArgumentsError (ValueError)    arguments that do not match the tool's schema
     ├── ToolError                          raised while running a tool
     │   ├── ToolExecutionError             the tool function raised (``__cause__``)
@@ -38,6 +39,7 @@ The server answers each with its own status and ``code`` (``localtools.serve._ap
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 __all__ = [
@@ -59,6 +61,7 @@ __all__ = [
     "MissingDependency",
     "ModelError",
     "RetryLimitExceeded",
+    "SchemaViolation",
     "TemplateError",
     "ToolArgumentsError",
     "ToolCallParseError",
@@ -116,6 +119,21 @@ class ToolCallParseError(LocalToolsError, ValueError):
     def __init__(self, message: str, raw: str) -> None:
         self.raw = raw
         super().__init__(f"{message} (raw output: {raw[:200]!r})")
+
+
+class SchemaViolation(ToolCallParseError):
+    """A call whose arguments still break its tool's schema after the turn's repairs.
+
+    ``violations``: each with the tool, the JSON pointer into the arguments and the keyword.
+    """
+
+    def __init__(self, violations: Sequence[Any], raw: str, repairs: int) -> None:
+        self.violations = list(violations)
+        self.repairs = repairs
+        first = self.violations[0]
+        self.tool, self.pointer, self.keyword = first.tool, first.pointer, first.keyword
+        more = f" (and {len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
+        super().__init__(f"the call to {first.tool!r} breaks its schema after {repairs} repairs: {first}{more}", raw)
 
 
 class ToolArgumentsError(LocalToolsError, ValueError):

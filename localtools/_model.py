@@ -6,11 +6,12 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ._errors import GenerationTruncated, TemplateError, UsageError
+from ._check import Violation, violations
+from ._errors import GenerationTruncated, SchemaViolation, TemplateError, UsageError
 from ._families import Family, detect_family, get_family
 from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
@@ -47,6 +48,8 @@ class ChatResult:
     #: repeat penalty, and when a reasoning budget applied (the thought and the answer are
     #: generated apart, whether or not the budget ran out).
     attempts: int = 1
+    #: Times a call that broke its tool's schema was sent back to the model this turn (``chat``).
+    schema_repairs: int = 0
     #: The model's reasoning before its answer, without its tags ("" when it gave none). Never
     #: read for calls.
     reasoning: str = ""
@@ -64,6 +67,12 @@ class ChatResult:
 
 def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
     return [t.spec() if isinstance(t, Tool) else t for t in tools]
+
+
+def _violation_text(found: list[Violation]) -> str:
+    """A rejected call's result, as the model reads it: what was wrong, where."""
+    wrong = "; ".join(f"{v.pointer or 'the arguments'}: {v.message}" for v in found)
+    return f"error: these arguments break the tool's schema ({wrong}). Call it again with arguments that fit it."
 
 
 def _question(messages: list[dict[str, Any]]) -> str:
@@ -188,6 +197,7 @@ class Model:
         reasoning_budget: int | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
         on_event: Callable[[StreamEvent], None] | None = None,
+            schema_retries: int = 2,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -207,7 +217,59 @@ class Model:
         tokens (within ``max_tokens``): the thought is generated first, closed with the end tag if
         still open, and the answer is generated after it (a second generation, counted in
         ``attempts``).
+
+        Every constrained call is checked against its tool's schema before it leaves (``jsonschema``,
+        draft 2020-12, formats asserted): the grammar enforces what it can express, the check the rest.
+        A call that breaks its schema is sent back to the model with the violation as its result,
+        up to ``schema_retries`` times (counted in ``schema_repairs``); then, or once any of the
+        turn was streamed, ``SchemaViolation`` names the tool, the JSON pointer and the keyword.
         """
+        if schema_retries < 0:
+            raise UsageError(f"schema_retries must be 0 or more, got {schema_retries}")
+        options: dict[str, Any] = dict(tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, constrained=constrained,
+                       max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop,
+                       repeat_penalty=repeat_penalty, retry_repeat_penalties=retry_repeat_penalties, cancel=cancel,
+                       thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs,
+                       on_event=on_event)
+        specs = _specs(tools)
+        schemas = {s["function"]["name"]: s["function"].get("parameters") or {} for s in specs}
+        history = list(messages)
+        for repairs in range(schema_retries + 1):
+            streamed, result = self._turn(history, specs, **options)
+            if not constrained:
+                return result  # free output is the model's own, for comparing; the agent loop checks it
+            bad = [v for call in result.tool_calls for v in violations(call.name, schemas.get(call.name, {}), call.arguments)]
+            if not bad:
+                return replace(result, schema_repairs=repairs) if repairs else result
+            if streamed or repairs == schema_retries:
+                raise SchemaViolation(bad, result.raw, repairs)
+            # The model reads what was wrong as its calls' results, as it would a tool's error.
+            history += [result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(
+                [v for v in bad if v.tool == call.name] or bad)} for call in result.tool_calls)]
+        raise AssertionError("unreachable")
+
+    def _turn(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool | dict[str, Any]] = (),
+        *,
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool = True,
+        constrained: bool = True,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        repeat_penalty: float = 1.0,
+        retry_repeat_penalties: Sequence[float] = (1.1, 1.3),
+        cancel: Callable[[], bool] | None = None,
+        thinking: bool | None = None,
+        reasoning_budget: int | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+        on_event: Callable[[StreamEvent], None] | None = None,
+    ) -> tuple[bool, ChatResult]:
+        """Whether the turn streams, and one generation of it (``chat`` without the schema check)."""
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
                              thinking=thinking, template_kwargs=template_kwargs)
@@ -243,12 +305,12 @@ class Model:
             opened = mode == "open" or first.text.lstrip().startswith(self.family.reasoning_start)
             if opened and first.generated >= max_tokens:
                 # A thought that took every token leaves none for an answer.
-                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                return live is not None, self._result(first.text, whole, first, stop, constrained=constrained, started=started,
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                                     live=live)
             if not opened and (first.finish_reason != "length" or (live is not None and live.sent)):
                 # Free output that answered without thinking, whole (or already streamed): that is the answer.
-                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                return live is not None, self._result(first.text, whole, first, stop, constrained=constrained, started=started,
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                                     live=live)
             if opened:
@@ -279,7 +341,7 @@ class Model:
                 break  # a turn a client was already sent part of is not generated again
         if cut:
             raise GenerationTruncated(max_tokens, raw)
-        return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
+        return live is not None, self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
                             attempts=attempts, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                             prompt_tokens=prompt_tokens, prompt_seconds=prompt_seconds, live=live)
 

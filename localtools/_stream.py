@@ -24,6 +24,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ._check import violations
 from ._families import Family
 from ._jsonstream import CanonicalJSON
 from ._parse import ToolCall, new_call_id
@@ -315,7 +316,9 @@ class ReplyStream:
             self._calls.append(_LiveCall(call.id, call.name, -1, sent=final))
             self.emit(ToolCallStarted(index, call.id, call.name))
             self.emit(ToolCallDelta(index, final))
-        self.emit(ToolCallDone(index, call))
+        # A call that breaks its schema is never sent as done: the turn ends in SchemaViolation.
+        if self._free or not violations(call.name, self.fmt.schemas.get(call.name) or {}, call.arguments):
+            self.emit(ToolCallDone(index, call))
         self._done = index + 1
         return call
 

@@ -37,6 +37,7 @@ from .._errors import (
     LocalToolsError,
     MissingDependency,
     ModelError,
+    SchemaViolation,
     TemplateError,
     ToolCallParseError,
     ToolDefinitionError,
@@ -72,6 +73,8 @@ class ServerConfig:
 
 #: (status, code) per error class; the first class an error is an instance of wins.
 _STATUS: tuple[tuple[type[LocalToolsError], int, str], ...] = (
+    # A call that still breaks its schema after the repairs: never handed out, as a call or as text.
+    (SchemaViolation, 422, "schema_violation"),
     (ContextLengthExceeded, 400, "context_length_exceeded"),
     (GrammarError, 400, "unsupported_schema"),
     (TemplateError, 400, "template_error"),
@@ -174,6 +177,8 @@ def _answer(model: Model, request: ChatRequest, cancel: threading.Event,
     except GenerationTruncated as exc:
         log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
         return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
+    except SchemaViolation:
+        raise
     except ToolCallParseError as exc:
         # Constrained output always parses; reaching this is a bug here, and the text is still the model's.
         log.error("constrained output did not parse: %s", exc)
