@@ -70,7 +70,9 @@ def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def _violation_text(found: list[Violation]) -> str:
-    """A rejected call's result, as the model reads it: what was wrong, where."""
+    """A rejected turn's result for one of its calls, as the model reads it: what was wrong, where."""
+    if not found:
+        return "not run: another call of this turn broke its tool's schema. Call again."
     wrong = "; ".join(f"{v.pointer or 'the arguments'}: {v.message}" for v in found)
     return f"error: these arguments break the tool's schema ({wrong}). Call it again with arguments that fit it."
 
@@ -197,7 +199,7 @@ class Model:
         reasoning_budget: int | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
         on_event: Callable[[StreamEvent], None] | None = None,
-            schema_retries: int = 2,
+        schema_retries: int = 2,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -226,26 +228,27 @@ class Model:
         """
         if schema_retries < 0:
             raise UsageError(f"schema_retries must be 0 or more, got {schema_retries}")
-        options: dict[str, Any] = dict(tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, constrained=constrained,
-                       max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop,
-                       repeat_penalty=repeat_penalty, retry_repeat_penalties=retry_repeat_penalties, cancel=cancel,
-                       thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs,
-                       on_event=on_event)
+        options: dict[str, Any] = dict(
+            tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, constrained=constrained,
+            max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop,
+            repeat_penalty=repeat_penalty, retry_repeat_penalties=retry_repeat_penalties, cancel=cancel,
+            thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event)
         specs = _specs(tools)
+        if not constrained:
+            return self._turn(messages, specs, **options)[1]  # free output is the model's own, for comparing
         schemas = {s["function"]["name"]: s["function"].get("parameters") or {} for s in specs}
         history = list(messages)
         for repairs in range(schema_retries + 1):
             streamed, result = self._turn(history, specs, **options)
-            if not constrained:
-                return result  # free output is the model's own, for comparing; the agent loop checks it
-            bad = [v for call in result.tool_calls for v in violations(call.name, schemas.get(call.name, {}), call.arguments)]
+            found = [violations(call.name, schemas.get(call.name, {}), call.arguments) for call in result.tool_calls]
+            bad = [v for each in found for v in each]
             if not bad:
                 return replace(result, schema_repairs=repairs) if repairs else result
             if streamed or repairs == schema_retries:
                 raise SchemaViolation(bad, result.raw, repairs)
-            # The model reads what was wrong as its calls' results, as it would a tool's error.
-            history += [result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(
-                [v for v in bad if v.tool == call.name] or bad)} for call in result.tool_calls)]
+            # The model reads what was wrong as each call's own result, as it would a tool's error.
+            history += [result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(each)}
+                                            for call, each in zip(result.tool_calls, found, strict=True))]
         raise AssertionError("unreachable")
 
     def _turn(

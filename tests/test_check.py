@@ -90,3 +90,11 @@ def test_serve_answers_a_call_that_stays_broken_with_a_422_naming_the_keyword() 
     res = post(ok, {"model": "m", "messages": ASK, "tools": [TOOL]})
     call = res.json()["choices"][0]["message"]["tool_calls"][0]
     assert json.loads(call["function"]["arguments"]) == {"tags": ["a", "b"]}
+
+
+def test_each_call_of_a_rejected_turn_reads_its_own_result() -> None:
+    backend = ScriptedBackend([GOOD + "\n" + BAD, GOOD])
+    result = Model(backend, family="qwen2.5").chat(ASK, [TOOL], tool_choice="required")
+    assert result.schema_repairs == 1 and len(result.tool_calls) == 1
+    second = backend.prompts[1].text
+    assert second.count("non-unique") == 1 and "not run: another call of this turn" in second
