@@ -212,7 +212,15 @@ class GrammarError(LocalToolsError, ValueError):
 
 
 class UnsupportedSchema(GrammarError):
-    """A tool's JSON Schema uses something the grammar cannot express."""
+    """A tool's JSON Schema uses something the grammar cannot express (or, under
+    ``strict_schema``, something neither the grammar nor the check enforces)."""
+
+    def __init__(self, message: str, *, keyword: str = "", path: str = "") -> None:
+        super().__init__(message)
+        #: The keyword refused ("$ref", "format", ...), when one is to blame.
+        self.keyword = keyword
+        #: JSON pointer to it inside the tool's parameters schema.
+        self.path = path
 
 
 class GrammarNotRegular(GrammarError):

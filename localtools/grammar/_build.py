@@ -70,7 +70,8 @@ def build_grammar(
         try:
             args = args_rule(family.args_syntax, schemas, fn.get("parameters"), f"{fn['name']}-args")
         except UnsupportedSchema as exc:
-            raise UnsupportedSchema(f"tool {fn['name']!r}: cannot constrain its parameters: {exc}") from None
+            raise UnsupportedSchema(f"tool {fn['name']!r}: cannot constrain its parameters: {exc}",
+                                    keyword=exc.keyword, path=exc.path) from None
         body = _substitute(fam.rules["tool-call"], {_NAME: Lit(json.dumps(fn["name"])), _NAME_RAW: Lit(fn["name"]),
                                                     _ARGS: args, _ID: _IDS.get(family.id, _IDS["call"]),
                                                     _WS_IN: ws_in, _WS_SEP: ws_sep})

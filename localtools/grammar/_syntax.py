@@ -50,8 +50,12 @@ def python_literal(value: Any) -> str:
 
 def args_rule(syntax: str, sg: SchemaGrammar, schema: Any, hint: str) -> Expr:
     """The rule for a call's arguments (the tool's ``parameters`` schema) in ``syntax``."""
-    schema = sg.resolve(schema or {"type": "object", "properties": {}}, hint)
+    schema = schema or {"type": "object", "properties": {}}
+    sg.document(schema)
+    schema = sg.resolve(schema, hint)
     if syntax == "json":
+        if isinstance(schema, dict) and "type" not in schema:
+            schema = {**schema, "type": "object"}  # a call's arguments are an object
         return sg.rule(schema, hint)
     if not isinstance(schema, dict) or (schema.get("type", "object") != "object" and "properties" not in schema):
         raise UnsupportedSchema(f"{hint}: {syntax} arguments need an object schema, got {schema!r}")
