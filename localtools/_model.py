@@ -237,10 +237,13 @@ class Model:
         if not constrained:
             return self._turn(messages, specs, **options)[1]  # free output is the model's own, for comparing
         schemas = {s["function"]["name"]: s["function"].get("parameters") or {} for s in specs}
+        # A tool with a pydantic model is checked by the model too.
+        own = {t.name: t for t in tools if isinstance(t, Tool)}
         history = list(messages)
         for repairs in range(schema_retries + 1):
             streamed, result = self._turn(history, specs, **options)
-            found = [violations(call.name, schemas.get(call.name, {}), call.arguments) for call in result.tool_calls]
+            found = [own[call.name].violations(call.arguments) if call.name in own
+                     else violations(call.name, schemas.get(call.name, {}), call.arguments) for call in result.tool_calls]
             bad = [v for each in found for v in each]
             if not bad:
                 return replace(result, schema_repairs=repairs) if repairs else result

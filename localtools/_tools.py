@@ -11,6 +11,7 @@ import jsonschema
 import pydantic
 from pydantic import BaseModel
 
+from ._check import Violation, violations
 from ._errors import ToolArgumentsError, ToolDefinitionError, ToolNotAllowed, UnknownToolError
 from ._schema import function_schema, model_schema, name_problem, spec_problems
 
@@ -189,6 +190,19 @@ class Tool:
         )
 
     # -- use ------------------------------------------------------------------------------------
+    def violations(self, arguments: Any) -> list[Violation]:
+        """Every way ``arguments`` break this tool: its JSON Schema, and its pydantic model when it
+        has one (a model checks what a schema cannot say: a Decimal's digits, a validator)."""
+        found = violations(self.name, self.parameters, arguments)
+        if found or self.args_model is None or not isinstance(arguments, dict):
+            return found
+        try:
+            self.args_model.model_validate(arguments)
+        except pydantic.ValidationError as exc:
+            return [Violation(self.name, "".join(f"/{p}" for p in e["loc"]), f"pydantic:{e['type']}", e["msg"])
+                    for e in exc.errors()]
+        return []
+
     def validate(self, arguments: Any) -> dict[str, Any]:
         """Check ``arguments`` (a dict from the model) and return what ``fn`` receives.
 

@@ -87,6 +87,11 @@ def _frac() -> Expr:
     return Repeat(seq(Lit("."), Repeat(_D, 1, 16)), 0, 1)
 
 
+def _small() -> Expr:
+    # d.ddd e-N, N >= 1: below 1 in magnitude, so its integer part is 0 (json.dumps writes 1e-05).
+    return seq(_D, _frac(), Chars("eE"), Lit("-"), Repeat(_D, 1, 3))
+
+
 def number_range(lo: float | None, lo_open: bool, hi: float | None, hi_open: bool) -> tuple[Expr | None, bool]:
     """Numbers between the bounds, narrowed by their integer part: (rule, exact)."""
     options: list[Expr] = []
@@ -97,6 +102,8 @@ def number_range(lo: float | None, lo_open: bool, hi: float | None, hi_open: boo
         nat = _natural(a, b)
         if nat is not None:
             options.append(seq(nat, _frac()))
+            if a == 0:
+                options.append(_small())
     # x < 0: its magnitude m = -x has floor(m) in [floor(-hi), floor(-lo)].
     if lo is None or lo < 0:
         a = max(math.floor(-hi), 0) if hi is not None and hi < 0 else 0
@@ -104,5 +111,7 @@ def number_range(lo: float | None, lo_open: bool, hi: float | None, hi_open: boo
         mag = _natural(a, b)
         if mag is not None:
             options.append(seq(Lit("-"), mag, _frac()))
+            if a == 0:
+                options.append(seq(Lit("-"), _small()))
     exact = hi is None and lo is not None and lo >= 0 and not lo_open and float(lo).is_integer()
     return (alt(*options) if options else None), exact
