@@ -284,3 +284,28 @@ def test_langchain_streaming_reassembles_to_invoke(qwen_url: str) -> None:
         assert streamed.content == whole.content
         assert [(c["name"], c["args"]) for c in streamed.tool_calls] == [(c["name"], c["args"]) for c in whole.tool_calls]
         assert whole.content or whole.tool_calls
+
+
+def test_a_call_over_serve_fits_its_schema_beyond_its_shape(qwen_url: str) -> None:
+    from localtools.grammar import admits
+
+    booking = {"type": "function", "function": {"name": "book", "description": "Book a table.", "parameters": {
+        "type": "object", "properties": {"month": {"type": "integer", "minimum": 1, "maximum": 12},
+                                         "zip": {"type": "string", "pattern": "^\\d{5}$"},
+                                         "day": {"type": "string", "format": "date"},
+                                         "seat": {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}],
+                                                  "items": False, "minItems": 2}},
+        "required": ["month", "zip", "day", "seat"]}}}
+    ask = [{"role": "user", "content": "Book a table in month 14 at zip 1234 for tomorrow, seat 3 A."}]
+    for stream in (False, True):
+        if stream:
+            parts = client(qwen_url).chat.completions.create(model="m", messages=ask, tools=[booking],
+                                                             tool_choice="required", max_tokens=96, stream=True)
+            arguments = "".join(c.function.arguments or "" for chunk in parts for d in [chunk.choices[0].delta]
+                                for c in (d.tool_calls or []))
+        else:
+            reply = client(qwen_url).chat.completions.create(model="m", messages=ask, tools=[booking],
+                                                             tool_choice="required", max_tokens=96)
+            (call,) = reply.choices[0].message.tool_calls or []
+            arguments = call.function.arguments
+        assert admits(booking["function"]["parameters"], arguments), arguments
