@@ -205,12 +205,12 @@ def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[tuple[int, 
     return calls, "".join(kept)
 
 
-def _named_call(item: Any, tool_names: Collection[str]) -> tuple[str, dict[str, Any]] | None:
+def _named_call(item: Any, tool_names: Collection[str] | None) -> tuple[str, dict[str, Any]] | None:
     if not isinstance(item, dict):
         return None
     fn = item["function"] if isinstance(item.get("function"), dict) else item
     name, args = fn.get("name"), fn.get("arguments", fn.get("parameters"))
-    if name not in tool_names or not isinstance(args, dict):
+    if not isinstance(name, str) or (tool_names is not None and name not in tool_names) or not isinstance(args, dict):
         return None
     # A tool's schema echoed back ({"name": ..., "description": ..., "parameters": {"type": "object", ...}})
     # names a tool too, but calls nothing.
@@ -223,8 +223,10 @@ def _named_call(item: Any, tool_names: Collection[str]) -> tuple[str, dict[str, 
 _BROKEN_CALL = re.compile(r"""\{\s*["']name["']\s*:\s*["']([^"'\n]+)["']\s*,\s*["'](?:arguments|parameters)["']""")
 
 
-def disguised_calls(text: str, tool_names: Collection[str]) -> list[tuple[str, dict[str, Any]]]:
-    """Calls to offered tools written as JSON inside a text answer: anywhere, in any wrapping.
+def disguised_calls(text: str, tool_names: Collection[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
+    """Calls written as JSON inside a text answer: anywhere, in any wrapping, whatever the name
+    (or only to ``tool_names``, when given): an object with a string ``name`` and an object of
+    ``arguments`` or ``parameters``.
 
     A text answer that holds one is a call the grammar (or the parser) failed to catch: the bench
     counts them, the target is none. A tool schema echoed back is not a call. A call that is not
@@ -239,7 +241,7 @@ def disguised_calls(text: str, tool_names: Collection[str]) -> list[tuple[str, d
                 value, end = _DECODER.raw_decode(text, i)
             except json.JSONDecodeError:
                 broken = _BROKEN_CALL.match(text, i)
-                if broken and broken.group(1) in tool_names:
+                if broken and (tool_names is None or broken.group(1) in tool_names):
                     found.append((broken.group(1), {}))
                     i = broken.end()
                     continue

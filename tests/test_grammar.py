@@ -7,8 +7,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localtools import get_family
-from localtools._families import Family
-from localtools.grammar import Grammar, Text, build_grammar, matches, parse_gbnf
+from localtools._families import Family, families
+from localtools.grammar import Grammar, Text, build_grammar, call_shape, matches, parse_gbnf
 
 CUSTOMER = {
     "type": "function",
@@ -321,3 +321,24 @@ def test_repeats_count_items_of_every_length_and_empty_ones() -> None:
     hex4 = seq(Lit("\\u"), Repeat(Chars("0-9a-f"), 4, 4))
     assert accepts(hex4, "\\u1", prefix=True) and accepts(hex4, "\\u18", prefix=True)
     assert not accepts(hex4, "\\u18", prefix=False) and not accepts(hex4, "\\u1x", prefix=True)
+
+
+DISGUISED = ['{"name": "customer cust-1001", "arguments": {"customer_id": "cust-1001"}}',
+             '{"name":"lookup","parameters":{}}', '{\n"name" : "x",\n "arguments": 1}', '{"name": "a\\"b", "arguments": {}}']
+
+
+@pytest.mark.parametrize("family", sorted(families()))
+def test_no_text_opens_like_a_call_object_whatever_its_name(family: str) -> None:
+    fam = get_family(family)
+    tool = {"type": "function", "function": {"name": "get_customer", "parameters": {
+        "type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]}}}
+    g = build_grammar(fam, [tool], "auto")
+    lowered = g.lowered()
+    lead = call_shape(fam).text_open if fam.call_style == "pattern" else ""  # functionary's "all\n"
+    for text in (lead + t for t in DISGUISED):
+        # Rules, the matcher's one-pass reading: neither takes it as a text answer.
+        assert not matches(g, text) and not matches(lowered, text), (family, text)
+    plain = lead + "The plan is pro."
+    assert matches(g, plain) and matches(lowered, plain)
+    record = lead + '{"name": "Ada", "plan": "pro"}'
+    assert matches(g, record) == matches(lowered, record)

@@ -141,6 +141,10 @@ def test_disguised_calls_are_found_in_any_wrapping() -> None:
     assert disguised_calls(echo, tools) == []
     assert disguised_calls('{"name": "Ada Lovelace", "plan": "pro"}', tools) == []
     assert disguised_calls('{"name": "get_weather", "arguments": {"city": "Paris"}}', tools) == []
+    # Without a list of names, any name counts: an invented one is no answer either.
+    assert disguised_calls('{"name": "customer cust-1001", "arguments": {"customer_id": "cust-1001"}}') == \
+        [("customer cust-1001", {"customer_id": "cust-1001"})]
+    assert disguised_calls('{"name": "Ada Lovelace", "plan": "pro"}') == []
     assert disguised_calls("{not json} and [1, 2]", tools) == []
     # Not JSON, but a call all the same (quotes mixed where a grammar pushed the model off one).
     broken = """{"name": "get_news', "arguments": {"topic": "Bitcoin"}}"""

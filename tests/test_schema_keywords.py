@@ -19,10 +19,10 @@ from pydantic import BaseModel, Field
 from localtools import Tool, UnsupportedSchema
 from localtools._check import violations
 from localtools.grammar import Enforcement, admits, schema_report, unsupported
-from localtools.grammar._ranges import int_range
-from localtools.grammar._regex import Untranslatable, regex_expr
 from localtools.grammar._expr import Grammar
 from localtools.grammar._match import matches
+from localtools.grammar._ranges import int_range
+from localtools.grammar._regex import Untranslatable, regex_expr
 
 
 def one(schema: Any) -> dict[str, Any]:
@@ -217,13 +217,13 @@ class Booking(BaseModel):
 GOOD = {"month": 3, "year": 2024, "guests": 2, "price": 9.5, "day": "2024-02-29", "at": "2024-02-29T10:00:00Z",
         "ref": str(uuid.UUID(int=5)), "seat": [3, "A"], "tags": ["x"], "amount": "1.5",
         "address": {"zip": "12345", "floor": 2}, "stops": [{"zip": "54321", "floor": 0}], "code": "AB"}
-BROKEN = [("month", 13), ("month", 0), ("year", 3000), ("guests", 0), ("guests", 3), ("price", -1), ("price", 10000),
+BROKEN: list[tuple[str, Any]] = [("month", 13), ("month", 0), ("year", 3000), ("guests", 0), ("guests", 3), ("price", -1), ("price", 10000),
           ("day", "yesterday"), ("day", "2024-02-30"), ("at", "soon"), ("ref", "abc"), ("seat", [3]),
           ("seat", ["A", 3]), ("seat", [3, "A", 4]), ("tags", ["x", "x"]),
           ("address", {"zip": "1234", "floor": 2}), ("address", {"zip": "12345", "floor": 201}),
           ("stops", [{"zip": "x", "floor": 0}]), ("code", "A"), ("code", "ABCDE")]
 # Valid under the schema pydantic writes (a Decimal is any number or string), refused by the model.
-MODEL_ONLY = [("amount", "lots")]
+MODEL_ONLY: list[tuple[str, Any]] = [("amount", "lots")]
 
 
 def test_parameter_models_as_users_write_them_admit_no_invalid_call() -> None:
@@ -263,7 +263,7 @@ SCHEMAS = [
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_random_valid_instances_are_admitted(schema: dict[str, Any], data: st.DataObject) -> None:
-    value = data.draw(from_schema(schema))
+    value: Any = data.draw(from_schema(schema))
     # hypothesis-jsonschema knows draft 7's formats; others (uuid) it draws as any string.
     assume(not violations("t", schema, value))
     ordered = {k: value[k] for k in schema["properties"] if k in value}
@@ -280,7 +280,7 @@ def test_random_valid_instances_are_admitted(schema: dict[str, Any], data: st.Da
 @given(data=st.data())
 def test_instances_broken_in_one_keyword_are_rejected(schema: dict[str, Any], key: str, breaks: list[Any],
                                                       data: st.DataObject) -> None:
-    value = data.draw(from_schema(schema))
+    value: Any = data.draw(from_schema(schema))
     value[key] = data.draw(st.sampled_from(breaks))
     ordered = {k: value[k] for k in schema["properties"] if k in value}
     assert not admits(schema, json.dumps(ordered)), ordered

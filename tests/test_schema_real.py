@@ -4,12 +4,12 @@ pattern, a date format and a tuple. Every call returned validates, on each engin
 from __future__ import annotations
 
 import datetime as dt
+
 import pytest
+from conftest import load_once
 from pydantic import BaseModel, Field
 
 from localtools import Tool
-
-from conftest import load_once
 
 pytestmark = pytest.mark.model
 

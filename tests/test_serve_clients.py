@@ -289,7 +289,7 @@ def test_langchain_streaming_reassembles_to_invoke(qwen_url: str) -> None:
 def test_a_call_over_serve_fits_its_schema_beyond_its_shape(qwen_url: str) -> None:
     from localtools.grammar import admits
 
-    booking = {"type": "function", "function": {"name": "book", "description": "Book a table.", "parameters": {
+    booking: dict[str, Any] = {"type": "function", "function": {"name": "book", "description": "Book a table.", "parameters": {
         "type": "object", "properties": {"month": {"type": "integer", "minimum": 1, "maximum": 12},
                                          "zip": {"type": "string", "pattern": "^\\d{5}$"},
                                          "day": {"type": "string", "format": "date"},
@@ -309,3 +309,23 @@ def test_a_call_over_serve_fits_its_schema_beyond_its_shape(qwen_url: str) -> No
             (call,) = reply.choices[0].message.tool_calls or []
             arguments = call.function.arguments
         assert admits(booking["function"]["parameters"], arguments), arguments
+
+
+def test_the_seeds_question_with_a_system_message_and_an_unrelated_tool_gets_a_real_call(qwen_url: str) -> None:
+    convert = {"type": "function", "function": {"name": "convert_temperature", "description": "Convert Celsius to "
+               "Fahrenheit.", "parameters": {"type": "object", "properties": {"celsius": {"type": "number"}},
+                                             "required": ["celsius"]}}}
+    messages: list[dict[str, Any]] = [{"role": "system", "content": "You are a helpful support assistant."},
+                                      {"role": "user", "content": QUESTION}]
+    sdk = client(qwen_url)
+    first = sdk.chat.completions.create(model="m", messages=messages, tools=[CUSTOMER, convert], max_tokens=96)
+    choice = first.choices[0]
+    # Once a call to an invented tool left as the answer; now the opening goes to the call branch.
+    assert not (choice.message.content or "").lstrip().startswith('{"name"'), choice.message.content
+    (call,) = choice.message.tool_calls or []
+    assert choice.finish_reason == "tool_calls" and call.function.name == "get_customer"
+    record = CUSTOMERS[json.loads(call.function.arguments)["customer_id"]]
+    messages += [choice.message.model_dump(exclude_none=True),
+                 {"role": "tool", "tool_call_id": call.id, "content": json.dumps(record)}]
+    answer = sdk.chat.completions.create(model="m", messages=messages, tools=[CUSTOMER, convert], max_tokens=96)
+    assert "pro" in (answer.choices[0].message.content or "").lower()

@@ -80,7 +80,7 @@ def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) 
 
 def _score(result: CaseResult, case: Case, problem: str, text: str) -> CaseResult:
     schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
-    result.disguised = len(disguised_calls(text, schemas))
+    result.disguised = len(disguised_calls(text))
     problem = problem or _validate(result.calls, schemas)
     result.valid = not problem
     verdict = check_calls(result.calls, case.expected, schemas)

@@ -99,7 +99,7 @@ def build_grammar(
     if tool_choice == "required":
         g.add("root", calls)
     else:
-        text = g.add("text", _text(family, tools))
+        text = g.add("text", _text(family, tools, calls=True))
         after: list[Expr] = []
         marked_singles = [r for r in singles if r in marked]
         if marked_singles:
@@ -117,9 +117,10 @@ def build_grammar(
     return g
 
 
-def _text(family: Family, tools: list[dict[str, Any]]) -> Expr:
-    """A text answer, after the family's ``text-open`` rule if it has one (functionary's "all\n")."""
-    answer = Text(_markers(family), _text_avoid(family, tools))
+def _text(family: Family, tools: list[dict[str, Any]], *, calls: bool = False) -> Expr:
+    """A text answer, after the family's ``text-open`` rule if it has one (functionary's "all\n");
+    where ``calls`` may be made instead, one that never opens like a call object."""
+    answer = Text(_markers(family), _text_avoid(family, tools), disguise=calls)
     opening = _family_grammar(family).rules.get("text-open")
     return seq(opening, answer) if opening is not None else answer
 

@@ -50,6 +50,9 @@ class Text:
 
     markers: tuple[str, ...]
     avoid: tuple[str, ...] = ()
+    #: Nor does it open like a call object whatever the name in it (``{"name": "x", "arguments"``,
+    #: or ``"parameters"``, in any JSON whitespace): a call in disguise (``_text.DISGUISE``).
+    disguise: bool = False
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,18 @@
 
 from __future__ import annotations
 
+import re
+
 from ._chars import _class_escape, _regex_char
 from ._expr import Chars, Expr, Grammar, Lit, Ref, Repeat, Text, Until, alt, seq
 
-__all__ = ["expand_text", "expand_until", "text_ends", "text_terminal", "until_end", "until_terminal"]
+__all__ = ["DISGUISE", "expand_text", "expand_until", "text_ends", "text_terminal", "until_end", "until_terminal"]
+
+_JSON_WS = " \t\n\r"
+_W = "[ \t\n\r]*"
+#: How a call object opens, whatever its name: what a text answer under "auto" never opens with.
+DISGUISE = re.compile(rf'\{{{_W}"name"{_W}:{_W}"(?:[^"\\]|\\.)*"{_W},{_W}"(?:arguments|parameters)"', re.DOTALL)
+_DISGUISE_KEYS = ('arguments"', 'parameters"')
 
 
 def _lit(s: str) -> str:
@@ -47,6 +55,12 @@ def text_terminal(text: Text) -> str:
         parts.append(f"~/(?s:.*){found}(?s:.*)/")
     if text.avoid:
         parts.append(f"~/(?:{'|'.join(lit(a) for a in text.avoid)})(?s:.*)/")
+    if text.disguise:
+        w = "[\\x{20}\\x{9}\\x{A}\\x{D}]*"
+        q = lit('"')
+        keys = "|".join(lit(k) for k in _DISGUISE_KEYS)
+        parts.append(f"~/{lit('{')}{w}{lit(chr(34) + 'name' + chr(34))}{w}{lit(':')}{w}{q}(?:[^\\x{{22}}\\x{{5C}}]|\\x{{5C}}(?s:.))*{q}"
+                     f"{w}{lit(',')}{w}{q}(?:{keys})(?s:.*)/")
     return " & ".join(parts)
 
 class _Markers:
@@ -87,42 +101,119 @@ def _text_edges(auto: _Markers, state: str, exclude: set[str], extra_class: str 
     return options
 
 
+def _disguise_step(state: str, ch: str) -> str | None:
+    """The call-object opening's automaton: the next state, "" once the text left the opening
+    (free), ``None`` when it completed it (barred)."""
+    if state == "0":
+        return "{" if ch == "{" else ""
+    if state in ("{", ":", "v", ",", "k") and ch in _JSON_WS:
+        return state
+    if state == "{":
+        return "n:1" if ch == '"' else ""
+    if state.startswith("n:"):
+        i = int(state[2:])
+        word = 'name"'
+        if ch != word[i - 1]:
+            return ""
+        return ":" if i == len(word) else f"n:{i + 1}"
+    if state == ":":
+        return "v" if ch == ":" else ""
+    if state == "v":
+        return "s" if ch == '"' else ""
+    if state == "s":
+        return "," if ch == '"' else ("e" if ch == "\\" else "s")
+    if state == "e":
+        return "s"
+    if state == ",":
+        return "k" if ch == "," else ""
+    if state == "k":
+        return "k:" if ch == '"' else ""
+    if state.startswith("k:"):
+        word = state[2:] + ch
+        if word in _DISGUISE_KEYS:
+            return None
+        return f"k:{word}" if any(k.startswith(word) for k in _DISGUISE_KEYS) else ""
+    return ""
+
+
+def _disguise_chars(state: str) -> set[str]:
+    """The characters that move the opening's automaton other than its default from ``state``."""
+    if state == "s":
+        return {'"', "\\"}
+    if state == "e":
+        return set()
+    if state.startswith("k:"):
+        read = state[2:]
+        return {k[len(read)] for k in _DISGUISE_KEYS if k.startswith(read) and len(k) > len(read)}
+    return set(_JSON_WS) | set('{"name:,')
+
+
+_OTHER = "\uffff"  # stands for every character no automaton names
+
+
 def expand_text(g: Grammar, text: Text) -> Expr:
-    """Rules for a ``Text`` node: one per automaton state of the markers, plus a trie over ``avoid``."""
+    """Rules for a ``Text`` node: one per automaton state of the markers, and one per state of the
+    openings it may not have (the ``avoid`` strings, a call object's when ``disguise``) crossed with
+    the markers' state, until the text has left every such opening."""
     auto = _Markers(text.markers)
     # Openings that begin like no text can (whitespace, a control character, a backtick) are
-    # barred already; a trie branch for them would let text open so after all.
+    # barred already; a branch for them would let text open so after all.
     avoid = tuple(a for a in text.avoid if a and a[0] > " " and a[0] != "`")
     for i, state in enumerate(auto.states):  # names first: every state's rule refers to others
         auto.names[state] = g.add(g.unique_name(f"text-{i}"), Lit("")).name
     for state in auto.states:
         g.add(auto.rule(state), Repeat(alt(*_text_edges(auto, state, set())), 0, 1))
-    # A trie over the openings to avoid, tracking the markers' state as it goes: leaving it
-    # early is free text; completing an opening (or a marker) is impossible.
-    nodes: dict[str, Ref] = {}
+    # A state of the opening: (what of an avoid string was read, or None once none can follow;
+    # the disguise automaton's state, "" once left; the markers' state).
+    Opening = tuple[str | None, str, str]
+    names: dict[Opening, Ref] = {}
 
-    def node(prefix: str, state: str) -> Expr:
-        if prefix in nodes:
-            return nodes[prefix]
+    def step(state: Opening, ch: str) -> Opening | Ref | None:
+        read, dis, mark = state
+        nxt_mark = auto.step(mark, ch if ch != _OTHER else "\x00")
+        if nxt_mark is None:
+            return None
+        nxt_read = None
+        if read is not None and ch != _OTHER:
+            if read + ch in avoid:
+                return None
+            if any(a.startswith(read + ch) for a in avoid):
+                nxt_read = read + ch
+        nxt_dis = ""
+        if dis:
+            moved = _disguise_step(dis, ch if ch != _OTHER else "\x00")
+            if moved is None:
+                return None
+            nxt_dis = moved
+        if nxt_read is None and not nxt_dis:
+            return Ref(auto.rule(nxt_mark))
+        return (nxt_read, nxt_dis, nxt_mark)
+
+    def rule(state: Opening, first: bool) -> Ref:
+        if state in names:
+            return names[state]
         ref = g.add(g.unique_name("text-open"), Lit(""))
-        nodes[prefix] = ref
-        children = sorted({a[len(prefix)] for a in avoid if a.startswith(prefix) and len(a) > len(prefix)})
-        g.rules[ref.name] = Repeat(alt(*_text_edges(auto, state, set(children)), *branches(prefix, state, children)), 0, 1)
+        names[state] = ref
+        read, dis, _ = state
+        special = {a[len(read)] for a in avoid if read is not None and a.startswith(read) and len(a) > len(read)}
+        special |= _disguise_chars(dis) if dis else set()
+        special |= {ch for ch in auto.chars}
+        if first:
+            special = {c for c in special if c > " " and c != "`"}
+        options: list[Expr] = []
+        for ch in sorted(special):
+            nxt = step(state, ch)
+            if nxt is not None:
+                options.append(seq(Lit(ch), nxt if isinstance(nxt, Ref) else rule(nxt, False)))
+        rest = step(state, _OTHER)
+        if rest is not None:
+            excluded = _class_escape("".join(sorted(special | ({"`"} if first else set()))))
+            cls = Chars("^" + excluded + ("\\x00-\\x20" if first else ""))
+            options.append(seq(cls, rest if isinstance(rest, Ref) else rule(rest, False)))
+        g.rules[ref.name] = alt(*options) if first else Repeat(alt(*options), 0, 1)
         return ref
 
-    def branches(prefix: str, state: str, chars: list[str]) -> list[Expr]:
-        out: list[Expr] = []
-        for ch in chars:
-            nxt = auto.step(state, ch)
-            if nxt is not None and prefix + ch not in avoid:
-                out.append(seq(Lit(ch), node(prefix + ch, nxt)))
-        return out
-
-    openers = sorted({a[0] for a in avoid})
-    # No text opens with whitespace or a control character, even one a marker starts with.
-    opening_space = {c for c in auto.chars if c <= " " and auto.step("", c) != ""}
-    first = _text_edges(auto, "", {*openers, "`", *opening_space}, "\\x00-\\x20")
-    return alt(*first, *branches("", "", openers))
+    return rule(("" if avoid else None, "0" if text.disguise else "", ""), True)
 
 def text_ends(node: Text, text: str, pos: int) -> frozenset[int]:
     """Where a ``Text`` answer starting at ``pos`` may end: it is not empty, opens with no
@@ -136,4 +227,6 @@ def text_ends(node: Text, text: str, pos: int) -> frozenset[int]:
     for opening in node.avoid:
         if opening and text.startswith(opening, pos):
             last = min(last, pos + len(opening) - 1)
+    if node.disguise and (m := DISGUISE.match(text, pos)):
+        last = min(last, m.end() - 1)
     return frozenset(range(pos + 1, last + 1))
