@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/decode_speed.py [--model qwen2.5-coder-0.5b] [--runs 5]
         [--backend llama-cpp --backend transformers] [--engine llguidance --engine xgrammar ...]
-        [--build-sets 4] [--device cpu]
+        [--build-sets 4 [--build-tools keywords] [--build-choice auto]] [--device cpu]
 
 Modes: per backend, free decoding and constrained decoding (on transformers once per mask engine,
 on llama-cpp with its GBNF sampler), each masking the whole vocabulary every step and with the
@@ -29,9 +29,23 @@ from localtools.examples import ALL
 PROMPT = [{"role": "user", "content": "Convert 12.5 km to miles, then tell me the current time in Europe/Paris."}]
 
 
-def _fresh_tool_sets(n: int) -> list[list[dict[str, Any]]]:
-    # Same shapes as the example tools under new names, so no engine has them cached.
-    specs = [t.spec() for t in ALL]
+#: A tool set whose grammar goes beyond shapes: ranges, a pattern, formats, a tuple.
+KEYWORDS = [{"type": "function", "function": {"name": "book", "description": "Book a table.", "parameters": {
+    "type": "object", "properties": {
+        "month": {"type": "integer", "minimum": 1, "maximum": 12}, "year": {"type": "integer", "minimum": 1900,
+                                                                          "maximum": 2100},
+        "zip": {"type": "string", "pattern": "^[0-9]{5}(-[0-9]{4})?$"}, "day": {"type": "string", "format": "date"},
+        "at": {"type": "string", "format": "date-time"}, "email": {"type": "string", "format": "email"},
+        "ref": {"type": "string", "format": "uuid"}, "price": {"type": "number", "minimum": 0, "maximum": 10000},
+        "seat": {"type": "array", "prefixItems": [{"type": "integer", "minimum": 1}, {"type": "string",
+                                                                                       "pattern": "^[A-F]$"}],
+                 "items": False, "minItems": 2}},
+    "required": ["month", "zip", "day", "seat"]}}}]
+
+
+def _fresh_tool_sets(n: int, kind: str = "examples") -> list[list[dict[str, Any]]]:
+    # Same shapes under new names, so no engine has them cached.
+    specs = [t.spec() for t in ALL] if kind == "examples" else KEYWORDS
     out = []
     for i in range(n):
         renamed = [{**s, "function": {**s["function"], "name": f"{s['function']['name']}_v{i}_{time.time_ns() % 10**6}"}}
@@ -40,7 +54,7 @@ def _fresh_tool_sets(n: int) -> list[list[dict[str, Any]]]:
     return out
 
 
-def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]]) -> list[float]:
+def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]], choice: str = "required") -> list[float]:
     import torch
 
     backend: Any = model.backend  # the transformers backend, whose model and engine this reaches into
@@ -48,7 +62,7 @@ def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]]) ->
     logits = torch.zeros((1, vocab))
     out = []
     for specs in sets:
-        grammar = model.grammar(specs, "required")
+        grammar = model.grammar(specs, choice)
         started = time.perf_counter()
         backend.engine.matcher(grammar, vocab).mask(logits.clone())
         out.append(time.perf_counter() - started)
@@ -87,6 +101,11 @@ def main() -> None:
     parser.add_argument("--engine", action="append", choices=["llguidance", "xgrammar", "outlines_core"],
                         help="transformers mask engines to compare (default: all three)")
     parser.add_argument("--build-sets", type=int, default=0, help="time the first mask for N new tool sets per engine")
+    parser.add_argument("--build-tools", choices=["examples", "keywords"], default="examples",
+                        help="the tool sets --build-sets times: the example tools, or one tool with ranges, a pattern, "
+                        "formats and a tuple")
+    parser.add_argument("--build-choice", choices=["required", "auto"], default="required",
+                        help="the tool_choice of the grammars --build-sets times (auto adds the text branch)")
     parser.add_argument("--device", help="transformers device (cpu, cuda); llama-cpp uses --n-gpu-layers")
     parser.add_argument("--n-gpu-layers", type=int, help="llama-cpp layers on the GPU (-1: all)")
     args = parser.parse_args()
@@ -155,7 +174,8 @@ def main() -> None:
         print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, median / max:")
         for engine in engines:
             models["transformers"].backend.engine_name = engine  # type: ignore[attr-defined]
-            secs = _build_seconds(models["transformers"], _fresh_tool_sets(args.build_sets))
+            secs = _build_seconds(models["transformers"], _fresh_tool_sets(args.build_sets, args.build_tools),
+                                  args.build_choice)
             print(f"  {engine:<14} {statistics.median(secs) * 1000:8.0f} ms  {max(secs) * 1000:8.0f} ms")
 
 

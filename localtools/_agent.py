@@ -25,6 +25,7 @@ from ._errors import (
     GenerationTruncated,
     MaxStepsExceeded,
     RetryLimitExceeded,
+    SchemaViolation,
     ToolArgumentsError,
     ToolCallParseError,
     ToolExecutionError,
@@ -128,6 +129,10 @@ class StepTrace:
     decode_seconds: float = 0.0
     #: More than 1 when a call cut by max_tokens was generated again with a repeat penalty.
     attempts: int = 1
+    #: Times this turn was generated again because a call broke its tool's schema; and whether a
+    #: call still broke it after them (``SchemaViolation``, fed back as an unusable turn).
+    schema_repairs: int = 0
+    schema_refused: bool = False
     raw: str = ""
     #: The model's reasoning this step, apart from its answer and calls.
     reasoning: str = ""
@@ -524,6 +529,8 @@ class Agent:
                 result = await asyncio.to_thread(chat)
         except (ToolCallParseError, GenerationTruncated) as exc:
             st.error, st.raw = str(exc), exc.raw
+            if isinstance(exc, SchemaViolation):
+                st.schema_repairs, st.schema_refused = exc.repairs, True
             state.failures += 1
             self._notify(st)
             if state.failures > self.max_retries:
@@ -538,7 +545,7 @@ class Agent:
         st.prompt_tokens, st.completion_tokens = result.prompt_tokens, result.completion_tokens
         st.latency, st.raw, st.reasoning = result.latency, result.raw, result.reasoning
         st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
-        st.attempts = result.attempts
+        st.attempts, st.schema_repairs = result.attempts, result.schema_repairs
         yield TurnDone(result)
 
     async def _run_calls(self, calls: list[ToolCall], state: _RunState, step: int,

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import queue
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 from ._check import Violation, violations
-from ._errors import GenerationTruncated, SchemaViolation, TemplateError, UsageError
+from ._errors import GenerationTruncated, SchemaViolation, TemplateError, UnsupportedSchema, UsageError
 from ._families import Family, detect_family, get_family
 from ._parse import ToolCall
 from ._prompt import Prompt, render, with_system
@@ -19,7 +21,7 @@ from ._reply import ReplyFormat, reasoning_mode, reply_format
 from ._stream import ReplyStream, StreamEvent, TurnDone
 from ._tools import Tool
 from .backends._base import Backend, Generation, cut_at_stop
-from .grammar import Grammar, build_grammar
+from .grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 
@@ -69,6 +71,18 @@ def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
     return [t.spec() if isinstance(t, Tool) else t for t in tools]
 
 
+def _refuse_unenforced(spec: dict[str, Any]) -> None:
+    fn = spec["function"]
+    for entry in _unenforced(json.dumps(fn.get("parameters") or {}, sort_keys=True)):
+        raise UnsupportedSchema(f"tool {fn['name']!r}: {entry.path or '/'} {entry.keyword!r} is enforced by neither the "
+                                "grammar nor the check (strict_schema)", keyword=entry.keyword, path=entry.path)
+
+
+@lru_cache(maxsize=256)
+def _unenforced(parameters_json: str) -> tuple[KeywordEnforcement, ...]:
+    return tuple(unsupported(json.loads(parameters_json)))
+
+
 def _violation_text(found: list[Violation]) -> str:
     """A rejected turn's result for one of its calls, as the model reads it: what was wrong, where."""
     if not found:
@@ -93,8 +107,12 @@ class Model:
     template (it must accept ``tools``), or a Jinja source string / path.
     """
 
-    def __init__(self, backend: Backend, *, family: str | Family | None = None, template: str | Path | None = None):
+    def __init__(self, backend: Backend, *, family: str | Family | None = None, template: str | Path | None = None,
+                 strict_schema: bool = False):
         self.backend = backend
+        #: Refuse a tool (``UnsupportedSchema``) whose schema holds a keyword neither the grammar
+        #: nor the check enforces (an unknown keyword or format), instead of ignoring it.
+        self.strict_schema = strict_schema
         if isinstance(family, Family):
             self.family = family
         elif family:
@@ -176,7 +194,11 @@ class Model:
         reasoning: str = "",
     ) -> ReplyFormat:
         """What a reply may be for this request: the grammar, the stop strings, how calls open."""
-        return reply_format(self.family, _specs(tools), tool_choice, parallel_tool_calls,
+        specs = _specs(tools)
+        if self.strict_schema:
+            for spec in specs:
+                _refuse_unenforced(spec)
+        return reply_format(self.family, specs, tool_choice, parallel_tool_calls,
                             constrained=constrained, stop=stop, reasoning=reasoning)
 
     def chat(

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from ._errors import LocalToolsError, UsageError
+from ._errors import LocalToolsError, UnsupportedSchema, UsageError
 
 #: In-process backends, then the engines (kept in step with ``_load.BACKENDS`` and ``ENGINES`` by a test).
 BACKEND_CHOICES = ["llama-cpp", "transformers", "llama-server", "vllm", "sglang"]
@@ -90,6 +90,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-fast-forward", dest="fast_forward", action="store_false", default=None,
                    help="llama-cpp / transformers: sample the text the grammar forces (a tool's name once unique, "
                    "keys, brackets) token by token instead of appending it in one batch")
+    p.add_argument("--strict-schema", action="store_true",
+                   help="refuse a tool whose schema holds a keyword neither the grammar nor the check after decoding "
+                   "enforces (an unknown keyword or format; 'localtools schema check' lists them) instead of ignoring it")
     _engine_args(p)
 
 
@@ -179,6 +182,19 @@ def _build_parser() -> argparse.ArgumentParser:
     check = tsub.add_parser("check", help="a family's template against a .jinja file or a GGUF's own template")
     check.add_argument("family", help="family name or alias")
     check.add_argument("--against", required=True, metavar="FILE", help="a .jinja template or a .gguf model file")
+
+    schema = sub.add_parser(
+        "schema", help="what enforces each keyword of your tools' schemas: the grammar, the check, or nothing",
+        description="'check TOOLS...' prints, per tool and per keyword path, 'grammar' (no value that breaks it can "
+        "be decoded), 'grammar, checked after decoding' (narrowed by the grammar, finished by jsonschema before the "
+        "call leaves), 'checked after decoding', or 'unsupported' (an unknown keyword or format: nothing enforces "
+        "it). Exit status 1 when a tool's schema is refused outright, and with --strict when anything is unsupported.")
+    ssub = schema.add_subparsers(dest="schema_command", required=True, metavar="COMMAND")
+    scheck = ssub.add_parser("check", help="the enforcement report of tools")
+    scheck.add_argument("tools", nargs="+", metavar="TOOLS",
+                        help="MODULE:ATTR or FILE.py:ATTR as for --tools, or a JSON file: a tool spec, a list of them, "
+                        "or a parameters schema")
+    scheck.add_argument("--strict", action="store_true", help="exit 1 when any keyword is unsupported")
 
     bench = sub.add_parser(
         "bench", help="constrained vs free decoding on BFCL-format cases",
@@ -327,7 +343,9 @@ def _load_model(args: argparse.Namespace) -> Any:
              "device": args.device, "dtype": args.dtype, "engine": args.engine, "mask": args.mask,
              "fast_forward": args.fast_forward}
     options = {k: v for k, v in given.items() if v is not None} | _engine_options(args, args.backend)
-    return load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
+    model = load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
+    model.strict_schema = bool(getattr(args, "strict_schema", False))
+    return model
 
 
 def _approver(assume_yes: bool) -> Any:
@@ -765,12 +783,12 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     rows = summarize(results, modes)
     scenario_rows, scenario_results = _bench_scenarios(args, models, modes) if args.scenarios else ([], [])
     table = Table(title=f"{len(cases)} cases from {folder}")
-    for column in ("mode", "category", "cases", "accuracy", "valid", "disguised", "p50 s", "p95 s", "ttft s", "tok/s",
-                   "grammar ratio"):
+    for column in ("mode", "category", "cases", "accuracy", "valid", "disguised", "repaired", "refused", "p50 s", "p95 s",
+                   "ttft s", "tok/s", "grammar ratio"):
         table.add_column(column, justify="left" if column in ("mode", "category") else "right")
     for row in rows:
         table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}", f"{row['valid_rate']:.1%}",
-                      str(row["disguised_calls"]),
+                      str(row["disguised_calls"]), str(row["calls_repaired"]), str(row["calls_refused"]),
                       _fmt(row["latency_p50"], ".2f"), _fmt(row["latency_p95"], ".2f"), _fmt(row["ttft_p50"], ".2f"),
                       _fmt(row["generated_tokens_per_s"], ".1f"), _fmt(row.get("grammar_overhead_ratio"), ".2f"))
     _print_table(table)
@@ -814,10 +832,60 @@ def _cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _schema_specs(item: str) -> list[dict[str, Any]]:
+    """Tool specs from ``item``: a JSON file (a spec, a list of specs, or a bare parameters schema)
+    or ``MODULE:ATTR`` as ``--tools`` takes it."""
+    if item.endswith(".json"):
+        path = Path(item)
+        if not path.is_file():
+            raise UsageError(f"no file {path}")
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as exc:
+            raise UsageError(f"{path} is not JSON: {exc}") from None
+        items = data if isinstance(data, list) else [data]
+        out = []
+        for i, spec in enumerate(items):
+            if not isinstance(spec, dict):
+                raise UsageError(f"{path}: item {i} is not an object")
+            if "function" in spec or "parameters" in spec:
+                fn = spec.get("function", spec)
+                out.append({"type": "function", "function": {"name": fn.get("name", f"{path.stem}-{i}"),
+                                                             "parameters": fn.get("parameters") or {}}})
+            else:
+                out.append({"type": "function", "function": {"name": path.stem, "parameters": spec}})
+        return out
+    return [t.spec() for t in _load_tools([item])]
+
+
+def _cmd_schema(args: argparse.Namespace) -> int:
+    from .grammar import Enforcement, schema_report
+
+    status = 0
+    for item in args.tools:
+        for spec in _schema_specs(item):
+            fn = spec["function"]
+            print(f"tool {fn['name']}")
+            try:
+                report = schema_report(fn.get("parameters") or {})
+            except UnsupportedSchema as exc:
+                print(f"  refused: {exc}")
+                status = 1
+                continue
+            labels = [f"{e.path or '/'} {e.keyword}" for e in report]
+            width = max(map(len, labels), default=0)
+            for label, entry in zip(labels, report, strict=True):
+                print(f"  {label:<{width}}  {entry.enforcement.value}")
+            if args.strict and any(e.enforcement is Enforcement.UNSUPPORTED for e in report):
+                status = 1
+    return status
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models,
-                "bench": _cmd_bench, "serve": _cmd_serve, "doctor": _cmd_doctor, "engines": _cmd_engines}
+                "bench": _cmd_bench, "serve": _cmd_serve, "doctor": _cmd_doctor, "engines": _cmd_engines,
+                "schema": _cmd_schema}
     try:
         return handlers[args.command](args)
     except LocalToolsError as exc:

@@ -76,8 +76,25 @@ def test_the_agent_runs_the_repaired_call() -> None:
 
     tool = Tool.from_schema(TOOL, label)
     agent = Agent(Model(ScriptedBackend([BAD, GOOD, "Done."]), family="qwen2.5"), [tool])
-    assert agent.run("Label it a and b.").answer == "Done."
-    assert seen == [["a", "b"]]
+    run = agent.run("Label it a and b.")
+    assert run.answer == "Done." and seen == [["a", "b"]]
+    # The trace counts the repair on the step it happened in.
+    assert [(st.schema_repairs, st.schema_refused) for st in run.trace] == [(1, False), (0, False)]
+    stuck = Agent(Model(ScriptedBackend([BAD, BAD, BAD, "Gave up."]), family="qwen2.5"), [tool]).run("Label it.")
+    assert stuck.trace[0].schema_refused and stuck.trace[0].schema_repairs == 2 and "uniqueItems" in (stuck.trace[0].error or "")
+
+
+def test_the_bench_counts_calls_repaired_and_calls_refused() -> None:
+    from localtools.bench import Case, Mode, run_bench, summarize
+
+    case = Case("label-0", "simple_python", ASK, [TOOL], [{"label": {"tags": [["a", "b"]]}}])
+    mode = Mode(model="scripted", backend="scripted", constrained=True, tool_choice="auto")
+    repaired = run_bench({("scripted", "scripted"): Model(ScriptedBackend([BAD, GOOD]), family="qwen2.5")}, [mode], [case])
+    refused = run_bench({("scripted", "scripted"): Model(ScriptedBackend([BAD] * 3), family="qwen2.5")}, [mode], [case])
+    assert (repaired[0].repairs, repaired[0].refused, repaired[0].correct) == (1, False, True)
+    assert (refused[0].repairs, refused[0].refused, refused[0].correct) == (2, True, False)
+    row = next(r for r in summarize(repaired + refused, [mode]) if r["category"] == "simple_python")
+    assert (row["calls_repaired"], row["calls_refused"]) == (2, 1)
 
 
 def test_serve_answers_a_call_that_stays_broken_with_a_422_naming_the_keyword() -> None:

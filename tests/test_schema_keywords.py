@@ -8,6 +8,7 @@ import json
 import re
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Annotated, Any
 
 import pytest
@@ -18,6 +19,7 @@ from pydantic import BaseModel, Field
 
 from localtools import Tool, UnsupportedSchema
 from localtools._check import violations
+from localtools.cli import main as cli_main
 from localtools.grammar import Enforcement, admits, schema_report, unsupported
 from localtools.grammar._expr import Grammar
 from localtools.grammar._match import matches
@@ -181,6 +183,28 @@ def test_not_of_types_is_grammar_and_other_nots_are_checked() -> None:
     assert admits(schema, '{"v": [2]}') and admits(schema, '{"v": [1]}', check=False) and not admits(schema, '{"v": [1]}')
 
 
+def test_contains_gets_its_own_slots_and_if_then_else_its_branches() -> None:
+    has_two = {"type": "array", "items": {"type": "integer"}, "contains": {"minimum": 10}, "minContains": 2}
+    assert grammar_admits(has_two, [1, 10, 3, 12]) and grammar_admits(has_two, [10, 11])
+    assert not grammar_admits(has_two, [1, 10, 3]) and not grammar_admits(has_two, [])
+    switch = {"type": "object", "properties": {"kind": {"enum": ["a", "b"]}, "n": {}}, "required": ["kind", "n"],
+              "if": {"properties": {"kind": {"const": "a"}}}, "then": {"properties": {"n": {"type": "integer"}}},
+              "else": {"properties": {"n": {"type": "string"}}}}
+    assert admits(switch, '{"kind": "a", "n": 1}') and admits(switch, '{"kind": "b", "n": "x"}')
+    assert not admits(switch, '{"kind": "a", "n": true}', check=False)  # neither branch admits it
+    assert not admits(switch, '{"kind": "b", "n": 1}', check=False)
+    # Down "else", the grammar cannot say that "if" failed: the check can.
+    assert admits(switch, '{"kind": "a", "n": "x"}', check=False) and not admits(switch, '{"kind": "a", "n": "x"}')
+
+
+def test_unevaluated_keywords_close_what_the_applicators_declared() -> None:
+    closed = {"type": "object", "allOf": [{"properties": {"a": {"type": "integer"}}}],
+              "properties": {"b": {"type": "integer"}}, "unevaluatedProperties": False}
+    assert admits(closed, '{"b": 1, "a": 2}') and not admits(closed, '{"b": 1, "c": 2}', check=False)
+    tuple_ = {"type": "array", "prefixItems": [{"type": "string"}], "unevaluatedItems": False}
+    assert grammar_admits(tuple_, ["x"]) and not grammar_admits(tuple_, ["x", 1])
+
+
 def test_the_report_lists_every_keyword_and_who_enforces_it() -> None:
     schema = one({"type": "array", "items": {"type": "string", "format": "uri", "x-extra": 1},
                   "uniqueItems": True, "maxItems": 3})
@@ -284,3 +308,35 @@ def test_instances_broken_in_one_keyword_are_rejected(schema: dict[str, Any], ke
     value[key] = data.draw(st.sampled_from(breaks))
     ordered = {k: value[k] for k in schema["properties"] if k in value}
     assert not admits(schema, json.dumps(ordered)), ordered
+
+
+def test_schema_check_prints_who_enforces_each_keyword(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    spec = {"type": "function", "function": {"name": "book", "parameters": {
+        "type": "object", "properties": {"month": {"type": "integer", "minimum": 1, "maximum": 12},
+                                         "tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+                                         "shade": {"type": "string", "format": "shade"}}}}}
+    path = tmp_path / "tools.json"
+    path.write_text(json.dumps([spec]))
+    assert cli_main(["schema", "check", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"/properties/month maximum\s+grammar\n", out)
+    assert re.search(r"/properties/tags uniqueItems\s+checked after decoding\n", out)
+    assert re.search(r"/properties/shade format\s+unsupported\n", out)
+    assert cli_main(["schema", "check", str(path), "--strict"]) == 1
+    assert cli_main(["schema", "check", "localtools.examples:ALL", "--strict"]) == 0
+    remote = tmp_path / "remote.json"
+    remote.write_text(json.dumps({"type": "object", "properties": {"x": {"$ref": "https://example.com/x.json"}}}))
+    assert cli_main(["schema", "check", str(remote)]) == 1
+    assert "refused" in capsys.readouterr().out
+
+
+def test_strict_schema_refuses_the_tool_up_front() -> None:
+    from localtools import Model
+    from localtools.backends.scripted import ScriptedBackend
+
+    shade = {"type": "function", "function": {"name": "paint", "parameters": {
+        "type": "object", "properties": {"color": {"type": "string", "format": "shade"}}}}}
+    model = Model(ScriptedBackend(["fine"]), family="qwen2.5", strict_schema=True)
+    with pytest.raises(UnsupportedSchema) as err:
+        model.chat([{"role": "user", "content": "paint"}], tools=[shade])
+    assert (err.value.keyword, err.value.path) == ("format", "/properties/color")

@@ -516,3 +516,18 @@ def test_template_variables_from_a_request_are_switches_and_numbers_only(kwargs:
     app, _ = thinking_app([])
     res = post(app, {"messages": USER, "chat_template_kwargs": kwargs})
     assert res.status_code == 400 and res.json()["error"]["param"] == "chat_template_kwargs"
+
+
+def test_strict_schema_refuses_a_keyword_nothing_enforces_with_a_400_naming_it() -> None:
+    shade = {"type": "function", "function": {"name": "paint", "parameters": {
+        "type": "object", "properties": {"color": {"type": "string", "format": "shade"}}, "required": ["color"]}}}
+    model = Model(ScriptedBackend([CALL]), family="qwen2.5", strict_schema=True)
+    res = post(create_app(model, ServerConfig(model_name="m")), {"model": "m", "messages": USER, "tools": [shade]})
+    assert res.status_code == 400
+    error = res.json()["error"]
+    assert error["code"] == "unsupported_schema" and "/properties/color" in error["message"] and "format" in error["message"]
+    # Without it the keyword is ignored, as jsonschema ignores an unknown format.
+    lenient = Model(ScriptedBackend(['<tool_call>\n{"name": "paint", "arguments": {"color": "teal"}}\n</tool_call>']),
+                    family="qwen2.5")
+    assert post(create_app(lenient, ServerConfig(model_name="m")),
+                {"model": "m", "messages": USER, "tools": [shade]}).status_code == 200

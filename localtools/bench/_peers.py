@@ -38,6 +38,10 @@ class PeerReply:
     error: str = ""
     #: The text the model wrote, where the peer sees it (our own modes, the native peer).
     raw: str = ""
+    #: Turns generated again because a call broke its schema (our constrained modes), and whether
+    #: the call was refused in the end (``SchemaViolation``).
+    repairs: int = 0
+    refused: bool = False
 
 
 class Peer(Protocol):
@@ -142,7 +146,7 @@ class ModelPeer:
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, tool_choice: str,
              max_tokens: int) -> PeerReply:
-        from .._errors import GenerationTruncated, ToolCallParseError
+        from .._errors import GenerationTruncated, SchemaViolation, ToolCallParseError
 
         # Modes share a backend's prompt cache; each must pay for its own prompt for the times to compare.
         drop = getattr(self._model.backend, "drop_prompt_cache", None)
@@ -153,10 +157,12 @@ class ModelPeer:
             reply = self._model.chat(messages, tools, tool_choice=tool_choice, constrained=self.constrained,
                                      max_tokens=max_tokens)
         except (ToolCallParseError, GenerationTruncated) as exc:
+            refused = isinstance(exc, SchemaViolation)
             return PeerReply({"role": "assistant", "content": exc.raw}, time.perf_counter() - start,
-                             error=f"{type(exc).__name__}: {str(exc)[:200]}", raw=exc.raw)
+                             error=f"{type(exc).__name__}: {str(exc)[:200]}", raw=exc.raw,
+                             repairs=exc.repairs if isinstance(exc, SchemaViolation) else 0, refused=refused)
         return PeerReply(reply.message(), reply.latency, reply.prompt_tokens, reply.completion_tokens,
-                         reply.prompt_seconds, reply.decode_seconds, raw=reply.raw)
+                         reply.prompt_seconds, reply.decode_seconds, raw=reply.raw, repairs=reply.schema_repairs)
 
 
 class NativePeer(ModelPeer):

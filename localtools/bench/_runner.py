@@ -63,8 +63,11 @@ class CaseResult:
     decode_seconds: float | None = None
     #: What the model wrote: its text for local modes, the returned message as JSON for a peer.
     raw: str = ""
-    #: Calls to offered tools written as JSON inside the text answer: calls nobody checked or ran.
+    #: Calls written as JSON inside the text answer, whatever their name: calls nobody checked or ran.
     disguised: int = 0
+    #: Turns generated again because a call broke its schema, and whether it was refused at last.
+    repairs: int = 0
+    refused: bool = False
 
 
 def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) -> str:
@@ -97,6 +100,7 @@ def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> Cas
     result.latency, result.prompt_tokens, result.completion_tokens = reply.latency, reply.prompt_tokens, reply.completion_tokens
     result.prompt_seconds, result.decode_seconds = reply.prompt_seconds, reply.decode_seconds
     result.raw = reply.raw or (json.dumps(reply.message, ensure_ascii=False) if reply.message else "")
+    result.repairs, result.refused = reply.repairs, reply.refused
     if reply.error:
         result.reason = reply.error
         return result
@@ -183,8 +187,11 @@ def summarize(results: list[CaseResult], modes: Sequence[Mode]) -> list[dict[str
                 "valid_rate": sum(r.valid for r in group) / len(group),
                 "irrelevance_accuracy": _share([r.correct for r in group if r.category == "irrelevance"]),
                 "call_accuracy": _share([r.correct for r in calls_expected]),
-                # Text answers holding a JSON call to an offered tool (the target is none).
+                # Text answers holding a JSON call, whatever its name (the target is none).
                 "disguised_calls": sum(1 for r in group if r.disguised),
+                # Cases whose call broke its schema and was generated again; cases refused at last.
+                "calls_repaired": sum(1 for r in group if r.repairs),
+                "calls_refused": sum(1 for r in group if r.refused),
                 "latency_p50": statistics.median([r.latency for r in answered]) if answered else None,
                 "latency_p95": _percentile([r.latency for r in answered], 0.95) if answered else None,
                 "ttft_p50": statistics.median([r.prompt_seconds or 0.0 for r in timed]) if timed else None,

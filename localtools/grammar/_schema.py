@@ -71,9 +71,10 @@ _TYPES = ("object", "array", "string", "number", "boolean", "null")
 _TYPED_KEYWORDS = {
     "string": ("minLength", "maxLength", "pattern", "format"),
     "number": ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"),
-    "array": ("items", "prefixItems", "minItems", "maxItems", "contains", "minContains", "maxContains", "uniqueItems"),
+    "array": ("items", "prefixItems", "minItems", "maxItems", "contains", "minContains", "maxContains", "uniqueItems",
+              "unevaluatedItems"),
     "object": ("properties", "required", "additionalProperties", "patternProperties", "propertyNames",
-               "minProperties", "maxProperties", "dependentRequired", "dependentSchemas"),
+               "minProperties", "maxProperties", "dependentRequired", "dependentSchemas", "unevaluatedProperties"),
 }
 _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comment", "deprecated", "readOnly",
                           "writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions", "$vocabulary"})
@@ -132,19 +133,33 @@ def _pointer(path: str, *parts: Any) -> str:
     return path + "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in parts)
 
 
-def _unfolded(schema: dict[str, Any]) -> dict[str, Any]:
-    """A schema folded from several, without ``unevaluated*``: what they evaluated is no longer
-    told apart, so the check enforces them."""
-    out = {k: v for k, v in schema.items() if k not in ("unevaluatedProperties", "unevaluatedItems")}
-    if "unevaluatedProperties" in schema and "additionalProperties" not in schema:
-        out["additionalProperties"] = True  # keys it may admit are not declared-only
+#: Keywords whose evaluation of keys (items) depends on the value: folded in, the keys (items)
+#: they evaluated can no longer be told apart.
+_EVALUATE_KEYS = ("unevaluatedProperties", "additionalProperties", "patternProperties", "dependentSchemas", "if",
+                  "then", "else", "anyOf", "oneOf", "$ref")
+_EVALUATE_ITEMS = ("unevaluatedItems", "items", "prefixItems", "contains", "if", "then", "else", "anyOf", "oneOf",
+                   "$ref")
+
+
+def _unfolded(schema: dict[str, Any], parts: list[Any]) -> dict[str, Any]:
+    """A schema folded from ``parts``: its ``unevaluated*`` kept where the parts only declare
+    properties (items) the fold joins, so what was evaluated is what was declared; dropped
+    otherwise (the check enforces them), undeclared keys then free."""
+    out = dict(schema)
+    dicts = [p for p in parts if isinstance(p, dict)]
+    if "unevaluatedProperties" in schema and any(k in p for p in dicts for k in _EVALUATE_KEYS):
+        del out["unevaluatedProperties"]
+        out.setdefault("additionalProperties", True)
+    tuples = sum(1 for p in [schema, *dicts] if "prefixItems" in p or "items" in p)
+    if "unevaluatedItems" in schema and (tuples > 1 or any(k in p for p in dicts for k in _EVALUATE_ITEMS)):
+        del out["unevaluatedItems"]
     return out
 
 
 def _joined(base: dict[str, Any], part: dict[str, Any]) -> dict[str, Any]:
     """``base`` and ``part`` as one schema for a branch: properties and required joined, the
     branch's value of any other keyword (valid values meet both, so either is necessary)."""
-    out = _unfolded({**base, **part})
+    out = _unfolded({**base, **part}, [part])
     if isinstance(base.get("properties"), dict) and isinstance(part.get("properties"), dict):
         out["properties"] = {**base["properties"], **part["properties"]}
     if isinstance(base.get("required"), list) and isinstance(part.get("required"), list):
@@ -312,6 +327,7 @@ class SchemaGrammar:
             if not isinstance(values, list) or not values:
                 raise UnsupportedSchema(f"{name}: {keyword} admits no value", keyword=keyword, path=path)
             if "type" in schema:
+                self._note(path, "type", Enforcement.GRAMMAR)
                 values = [v for v in values if _fits(v, schema["type"])]
                 if not values:
                     raise UnsupportedSchema(f"{name}: no {keyword} value has the type {schema['type']!r}",
@@ -329,14 +345,23 @@ class SchemaGrammar:
                 part = _joined(base, s) if isinstance(s, dict) else (base or s)
                 try:
                     branches.append(self.rule(part, f"{name}-{i}", _pointer(path, key, i)))
-                except UnsupportedSchema:
-                    if len(schema[key]) == 1:
+                except UnsupportedSchema as exc:
+                    if len(schema[key]) == 1 or exc.keyword == "$ref":
                         raise
                     # A branch that admits nothing (or that the grammar cannot say) is one less
                     # way to be valid, never a way to be invalid.
             if not branches:
                 raise UnsupportedSchema(f"{name}: no branch of {key} can be built", keyword=key, path=path)
             return alt(*branches)
+        if "if" in schema and "then" in schema and "else" in schema and all(
+                isinstance(schema[k], dict) for k in ("then", "else")):
+            # A valid value meets "then" or "else", whichever "if" picks: either branch, narrowed.
+            self._note(path, "if", Enforcement.NARROWED)
+            base = {k: v for k, v in schema.items() if k not in ("if", "then", "else", *_ANNOTATIONS)}
+            # A value down the "then" branch met "if" as well.
+            met = _joined(base, schema["if"]) if isinstance(schema["if"], dict) else base
+            return alt(self.rule(_joined(met, schema["then"]), f"{name}-then", _pointer(path, "then")),
+                       self.rule(_joined(base, schema["else"]), f"{name}-else", _pointer(path, "else")))
         if "allOf" in schema:
             self._note(path, "allOf", Enforcement.NARROWED)
             return self._expr(self._merged(schema, name, path), name, path)
@@ -345,13 +370,13 @@ class SchemaGrammar:
         kind = schema.get("type")
         if isinstance(kind, list):
             self._note(path, "type", Enforcement.GRAMMAR)
-            return alt(*(self.rule({**schema, "type": t}, f"{name}-{t}", path) for t in kind))
+            return self._each_type(schema, name, path, kind)
         if kind is None:
             typed = [t for t, words in _TYPED_KEYWORDS.items() if any(w in schema for w in words)]
             if not typed:
                 return self.any_value()
             # Each type's keywords constrain that type; every other type stays free.
-            return alt(*(self.rule({**schema, "type": t}, f"{name}-{t}", path) for t in _TYPES))
+            return self._each_type(schema, name, path, list(_TYPES))
         # unevaluated* read as additional* only where no applicator could evaluate more (folded
         # schemas drop them: see _unfolded), else they are the check's.
         local = not any(k in schema for k in ("if", "then", "else", "dependentSchemas", "contains"))
@@ -379,6 +404,19 @@ class SchemaGrammar:
         if kind == "object":
             return self._object(schema, name, path)
         raise UnsupportedSchema(f"{name}: unsupported type {kind!r}", keyword="type", path=path)
+
+    def _each_type(self, schema: dict[str, Any], name: str, path: str, kinds: list[Any]) -> Expr:
+        """One branch per type; a type whose keywords admit nothing is one fewer branch."""
+        branches: list[Expr] = []
+        for t in kinds:
+            try:
+                branches.append(self.rule({**schema, "type": t}, f"{name}-{t}", path))
+            except UnsupportedSchema as exc:
+                if len(kinds) == 1 or exc.keyword == "$ref":
+                    raise  # a reference it cannot follow is refused, never dropped with its type
+        if not branches:
+            raise UnsupportedSchema(f"{name}: no type the schema allows admits a value", keyword="type", path=path)
+        return alt(*branches)
 
     def _without(self, schema: dict[str, Any], name: str, path: str) -> dict[str, Any]:
         """``schema`` with a ``not`` the grammar can say taken into its types: ``not: true`` admits
@@ -431,7 +469,7 @@ class SchemaGrammar:
                     merged["required"] = [*merged.get("required", []), *v]
                 else:
                     merged.setdefault(k, v)
-        return _unfolded(merged)
+        return _unfolded(merged, list(schema["allOf"]))
 
     # -- strings ----------------------------------------------------------------------------------
     def _string(self, schema: dict[str, Any], name: str, path: str) -> Expr:
@@ -542,11 +580,36 @@ class SchemaGrammar:
                 return Lit("")
             return Repeat(seq(self._comma, rest), max(lo - i, 0), None if hi is None else hi - i)
 
+        contained = self._contains(schema, name, path, rest, lo, hi, bool(rules))
+        if contained is not None:
+            return contained
         first = rules[0] if rules else rest
         if first is None:
             return self._bracketed("[", Lit(""), "]")
         body = seq(first, after(1))
         return self._bracketed("[", body if lo > 0 else Repeat(body, 0, 1), "]")
+
+    def _contains(self, schema: dict[str, Any], name: str, path: str, rest: Ref | None, lo: int, hi: int | None,
+                  prefixed: bool) -> Expr | None:
+        """An array with at least ``minContains`` (default 1) items that match ``contains``, the
+        others ``items``: each such item has its own slot. None where counts or tuples interfere."""
+        contains, least = schema.get("contains"), schema.get("minContains", 1)
+        if contains is None or rest is None or prefixed or hi is not None or not isinstance(least, int) or least < 1:
+            return None
+        if least > 8 or lo > least:
+            return None
+        items = schema.get("items", True)
+        slot_schema = _joined(items, contains) if isinstance(items, dict) and isinstance(contains, dict) else contains
+        slot = self.rule(slot_schema, f"{name}-contains", _pointer(path, "contains"))
+        self._note(path, "contains", Enforcement.GRAMMAR)
+        if "minContains" in schema:
+            self._note(path, "minContains", Enforcement.GRAMMAR)
+        before = Repeat(seq(rest, self._comma))
+        body: list[Expr] = [before, slot]
+        for _ in range(least - 1):
+            body += [self._comma, before, slot]
+        body.append(Repeat(seq(self._comma, rest)))
+        return self._bracketed("[", seq(*body), "]")
 
     # -- objects ----------------------------------------------------------------------------------
     def _object(self, schema: dict[str, Any], name: str, path: str) -> Expr:
