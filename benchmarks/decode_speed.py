@@ -30,7 +30,7 @@ PROMPT = [{"role": "user", "content": "Convert 12.5 km to miles, then tell me th
 
 
 #: A tool set whose grammar goes beyond shapes: ranges, a pattern, formats, a tuple.
-KEYWORDS = [{"type": "function", "function": {"name": "book", "description": "Book a table.", "parameters": {
+KEYWORDS: list[dict[str, Any]] = [{"type": "function", "function": {"name": "book", "description": "Book a table.", "parameters": {
     "type": "object", "properties": {
         "month": {"type": "integer", "minimum": 1, "maximum": 12}, "year": {"type": "integer", "minimum": 1900,
                                                                           "maximum": 2100},

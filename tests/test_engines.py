@@ -112,7 +112,11 @@ def test_lark_and_regex_snapshots() -> None:
         "~/(?s:.*)(?:\\x{3C}tool\\x{5F}call\\x{3E}|\\x{3C}\\x{7C}endoftext\\x{7C}\\x{3E}|"
         "\\x{3C}\\x{7C}im\\x{5F}end\\x{7C}\\x{3E}|\\x{60}\\x{60}\\x{60}json\\x{A}\\x{7B})(?s:.*)/ & "
         "~/(?:\\x{7B}\\x{22}name\\x{22}\\x{3A}\\x{20}\\x{22}get\\x{5F}customer|\\x{7B}\\x{20}|\\x{7B}\\x{A}|\\x{7B}\\x{9}|"
-        "\\x{7B}\\x{D})(?s:.*)/\n"
+        "\\x{7B}\\x{D})(?s:.*)/ & "
+        # Nor a call object's opening, whatever the name in it.
+        "~/\\x{7B}[\\x{20}\\x{9}\\x{A}\\x{D}]*\\x{22}name\\x{22}[\\x{20}\\x{9}\\x{A}\\x{D}]*\\x{3A}[\\x{20}\\x{9}\\x{A}\\x{D}]*"
+        "\\x{22}(?:[^\\x{22}\\x{5C}]|\\x{5C}(?s:.))*\\x{22}[\\x{20}\\x{9}\\x{A}\\x{D}]*\\x{2C}[\\x{20}\\x{9}\\x{A}\\x{D}]*"
+        "\\x{22}(?:arguments\\x{22}|parameters\\x{22})(?s:.*)/\n"
     )
     assert g.to_lark() == (
         "start: r_root\n"
@@ -138,7 +142,7 @@ def test_lark_and_regex_snapshots() -> None:
                       parallel_tool_calls=False)
     assert g.to_regex() == (
         r"(?:(?:(?:(?:(?:\x{7B}\x{22}name\x{22}\x{3A}\x{20}\x{22}f\x{22}\x{2C}\x{20}\x{22}parameters\x{22}\x{3A}\x{20}"
-        r"(?:\x{7B}(?:(?:\x{22}n\x{22}\x{3A}\x{20}(?:(?:1|2)))?)\x{7D})\x{7D})))(?:(?:\x{A})?)))"
+        r"(?:\x{7B}(?:(?:\x{22}n\x{22}\x{3A}\x{20}(?:(?:1|1\x{2E}0|2|2\x{2E}0)))?)\x{7D})\x{7D})))(?:(?:\x{A})?)))"
     )
 
 

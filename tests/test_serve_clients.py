@@ -329,3 +329,17 @@ def test_the_seeds_question_with_a_system_message_and_an_unrelated_tool_gets_a_r
                  {"role": "tool", "tool_call_id": call.id, "content": json.dumps(record)}]
     answer = sdk.chat.completions.create(model="m", messages=messages, tools=[CUSTOMER, convert], max_tokens=96)
     assert "pro" in (answer.choices[0].message.content or "").lower()
+
+
+def test_langchain_create_agent_with_a_system_message_and_an_unrelated_tool(qwen_url: str) -> None:
+    agents = pytest.importorskip("langchain.agents")
+    create_agent: Callable[..., Any] | None = getattr(agents, "create_agent", None)
+    if create_agent is None:
+        pytest.skip("this langchain has no create_agent")
+    tools, seen = _langchain_tools()
+    agent = create_agent(_chat_openai(qwen_url), tools=tools, system_prompt="You are a helpful support assistant.")
+    out = agent.invoke({"messages": [{"role": "user", "content": QUESTION}]})
+    answer = str(out["messages"][-1].content)
+    # Once this answer was call JSON with an invented name; now a text answer never opens like one.
+    assert not answer.lstrip().startswith('{"name"'), answer
+    assert seen == ["cust-1001"] and "pro" in answer.lower()

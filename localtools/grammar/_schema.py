@@ -80,7 +80,8 @@ _ANNOTATIONS = frozenset({"title", "description", "default", "examples", "$comme
                           "writeOnly", "$schema", "$id", "$anchor", "$defs", "definitions", "$vocabulary"})
 
 
-def _json_type(value: Any) -> str:
+def _schema_type(value: Any) -> str:
+    """The JSON Schema type of a value (a whole float is an integer, as 2020-12 says)."""
     if isinstance(value, bool):
         return "boolean"
     if isinstance(value, int):
@@ -95,7 +96,7 @@ def _json_type(value: Any) -> str:
 
 def _fits(value: Any, kind: Any) -> bool:
     kinds = kind if isinstance(kind, list) else [kind]
-    t = _json_type(value)
+    t = _schema_type(value)
     return t in kinds or (t == "integer" and "number" in kinds)
 
 
@@ -103,18 +104,18 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _spellings(value: Any) -> Expr:
-    """The ways a JSON value equal to ``value`` is written: a whole number with or without ".0",
-    the keys of a small object in any order."""
+def _spellings(value: Any, fraction: bool = True) -> Expr:
+    """The ways a JSON value equal to ``value`` is written: a whole number with or without ".0"
+    (with ``fraction``), the keys of a small object in any order."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer() \
             and abs(value) < 2 ** 53:
         whole = str(int(value))
-        return alt(Lit(whole), Lit(whole + ".0"))
+        return alt(Lit(whole), Lit(whole + ".0")) if fraction else Lit(whole)
     if isinstance(value, list):
         parts: list[Expr] = []
         for i, v in enumerate(value):
             parts += [Lit(", ")] if i else []
-            parts.append(_spellings(v))
+            parts.append(_spellings(v, fraction))
         return seq(Lit("["), *parts, Lit("]"))
     if isinstance(value, dict):
         orders = list(itertools.permutations(value)) if len(value) <= 4 else [tuple(value)]
@@ -123,7 +124,7 @@ def _spellings(value: Any) -> Expr:
             members: list[Expr] = []
             for i, k in enumerate(order):
                 members += [Lit(", ")] if i else []
-                members += [Lit(_dump(k) + ": "), _spellings(value[k])]
+                members += [Lit(_dump(k) + ": "), _spellings(value[k], fraction)]
             options.append(seq(Lit("{"), *members, Lit("}")))
         return alt(*options)
     return Lit(_dump(value))
@@ -277,16 +278,21 @@ class SchemaGrammar:
             raise UnsupportedSchema(f"{name}: $ref {ref!r} has no definition", keyword="$ref", path=path) from None
         return node
 
-    # -- schemas ----------------------------------------------------------------------------------
-    def rule(self, schema: Any, hint: str, path: str = "") -> Ref:
-        """A rule matching JSON text valid under ``schema``; ``hint`` names it, ``path`` is where
-        it sits in the document (for ``notes``)."""
+    def _enter(self, schema: Any) -> None:
+        """The document is the first schema seen, unless ``document`` named one; definitions on
+        the way are remembered."""
         if self._root is None:
             self.document(schema)
         if isinstance(schema, dict):
             for key in ("$defs", "definitions"):
                 if isinstance(schema.get(key), dict):
                     self._defs.update(schema[key])
+
+    # -- schemas ----------------------------------------------------------------------------------
+    def rule(self, schema: Any, hint: str, path: str = "") -> Ref:
+        """A rule matching JSON text valid under ``schema``; ``hint`` names it, ``path`` is where
+        it sits in the document (for ``notes``)."""
+        self._enter(schema)
         key = json.dumps(schema, sort_keys=True, default=str)
         if "$ref" in key:
             key = self._root_key + "\0" + key
@@ -333,7 +339,10 @@ class SchemaGrammar:
                     raise UnsupportedSchema(f"{name}: no {keyword} value has the type {schema['type']!r}",
                                             keyword=keyword, path=path)
             self._note(path, keyword, Enforcement.GRAMMAR)
-            return alt(*(_spellings(v) for v in values))
+            # An integer typed so is written as one; untyped, 1.0 equals 1 and may be written so.
+            kinds = schema.get("type")
+            fraction = kinds is None or "number" in (kinds if isinstance(kinds, list) else [kinds])
+            return alt(*(_spellings(v, fraction) for v in values))
         if "anyOf" in schema or "oneOf" in schema:
             key = "anyOf" if "anyOf" in schema else "oneOf"
             self._note(path, key, Enforcement.GRAMMAR if key == "anyOf" else Enforcement.NARROWED)
@@ -726,12 +735,7 @@ class SchemaGrammar:
 
     def resolve(self, schema: Any, name: str) -> Any:
         """``schema`` with a local ``$ref`` followed (its definitions are remembered on the way)."""
-        if self._root is None:
-            self.document(schema)
-        if isinstance(schema, dict):
-            for key in ("$defs", "definitions"):
-                if isinstance(schema.get(key), dict):
-                    self._defs.update(schema[key])
+        self._enter(schema)
         while isinstance(schema, dict) and "$ref" in schema:
             schema = self._target(schema["$ref"], name, "")
         return schema
