@@ -62,12 +62,12 @@ def admits(parameters: dict[str, Any], arguments: str, *, check: bool = True) ->
     try:
         shaped = json.loads(arguments, object_pairs_hook=_Obj, parse_float=_Raw, parse_int=_Raw,
                             parse_constant=_Raw)
-        value = json.loads(arguments)
     except (ValueError, TypeError):
         return False
     if not matches(grammar, _render(shaped)):
         return False
-    return not check or not violations("", parameters, value)
+    # Read plainly only once the grammar took it: the check wants Python values.
+    return not check or not violations("", parameters, json.loads(arguments))
 
 
 @dataclass(frozen=True)

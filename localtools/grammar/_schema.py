@@ -440,10 +440,8 @@ class SchemaGrammar:
         kinds = schema.get("type", [*_TYPES, "integer"])
         kinds = [kinds] if isinstance(kinds, str) else list(kinds)
         left = [t for t in kinds if t not in barred and not (t == "integer" and "number" in barred)]
-        if "integer" in barred and "number" in left:
-            # number but not integer: the grammar cannot say "has a fraction"; the check does.
-            pass
-        elif "integer" in left and "number" in left:
+        # "number but not integer" keeps number: the grammar cannot say "has a fraction"; the check does.
+        if "integer" not in barred and "integer" in left and "number" in left:
             left.remove("integer")
         if not left:
             raise UnsupportedSchema(f"{name}: 'not' strikes every type the schema allows", keyword="not", path=path)
@@ -460,9 +458,8 @@ class SchemaGrammar:
             for _ in range(32):  # a chain of references; a loop of them ends here
                 if not (isinstance(part, dict) and "$ref" in part):
                     break
-                ref = part["$ref"]
-                part = {**{k: v for k, v in part.items() if k != "$ref"}, **self._target(ref, name, path)} \
-                    if isinstance(self._target(ref, name, path), dict) else self._target(ref, name, path)
+                target = self._target(part["$ref"], name, path)
+                part = {**{k: v for k, v in part.items() if k != "$ref"}, **target} if isinstance(target, dict) else target
             if part is False:
                 raise UnsupportedSchema(f"{name}: allOf holds 'false', which admits no value", keyword="allOf",
                                         path=path)
