@@ -8,6 +8,13 @@ alike, and each request after a warm-up that leaves the same prompt cached:
 - ``not streamed``: the whole reply, which is when a client gets its first byte of text;
 - ``streamed``: when the first content (or reasoning) delta arrives, and when the stream ends.
 Ratios are against the first-token time of the same question in the same run.
+
+    .venv/bin/python benchmarks/stream_latency.py --model qwen2.5-coder-0.5b --runs 5 --first-call
+
+``--first-call``: questions whose answer is a call (tool_choice ``auto`` and ``required``): when
+the first byte of a call reaches a client, streamed (its first ``tool_calls`` delta) and not
+(the whole reply). A streamed call is sent only once the turn is over and its calls are checked,
+so the two should match; the ratio says what the check-before-send costs a streaming client.
 """
 
 from __future__ import annotations
@@ -64,13 +71,81 @@ def _streamed(client: httpx.Client, body: dict[str, Any]) -> tuple[float, float,
     return first if first is not None else float("nan"), time.perf_counter() - started, text
 
 
+CALL_QUESTIONS = [
+    "What subscription plan is customer cust-1001 using?",
+    "Look up customer cust-2002 for me.",
+    "Which plan does customer cust-3003 have?",
+]
+
+
+def _streamed_call(client: httpx.Client, body: dict[str, Any]) -> tuple[float, float, str]:
+    """(first call byte, end, the call's name and arguments joined) of a streamed request."""
+    started, first, joined = time.perf_counter(), None, ""
+    with client.stream("POST", "/chat/completions", json={**body, "stream": True}) as res:
+        res.raise_for_status()
+        for line in res.iter_lines():
+            if not line.startswith("data: {"):
+                continue
+            chunk = json.loads(line[len("data: "):])
+            delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
+            for call in delta.get("tool_calls") or []:
+                if first is None:
+                    first = time.perf_counter() - started
+                fn = call.get("function", {})
+                joined += (fn.get("name") or "") + (fn.get("arguments") or "")
+    return first if first is not None else float("nan"), time.perf_counter() - started, joined
+
+
+def _first_call(client: httpx.Client, runs: int, max_tokens: int, model: str) -> None:
+    modes = {"auto": "auto", "required": "required"}
+    rows: dict[str, dict[str, list[float]]] = {m: {"not streamed": [], "streamed first call byte": [],
+                                                   "streamed end": []} for m in modes}
+    ratios: dict[str, list[float]] = {m: [] for m in modes}
+    same = {m: 0 for m in modes}
+    for _ in range(runs):
+        for question in CALL_QUESTIONS:
+            for mode, choice in modes.items():
+                body = {"model": "m", "messages": [{"role": "user", "content": question}], "tools": [TOOL],
+                        "tool_choice": choice, "max_tokens": max_tokens}
+                client.post("/chat/completions", json=body).raise_for_status()  # the prompt cached alike
+                started = time.perf_counter()
+                res = client.post("/chat/completions", json=body)
+                res.raise_for_status()
+                whole = time.perf_counter() - started
+                calls = res.json()["choices"][0]["message"].get("tool_calls") or []
+                text = "".join(c["function"]["name"] + c["function"]["arguments"] for c in calls)
+                first, end, joined = _streamed_call(client, body)
+                same[mode] += bool(text) and joined == text
+                rows[mode]["not streamed"].append(whole)
+                rows[mode]["streamed first call byte"].append(first)
+                rows[mode]["streamed end"].append(end)
+                ratios[mode].append(first / whole)
+    for mode in modes:
+        n = len(ratios[mode])
+        print(f"{model}, a call under {mode}: {n} requests, max_tokens {max_tokens}; streamed call identical to the "
+              f"non-streamed one in {same[mode]}/{n}")
+        for key, values in rows[mode].items():
+            ordered = sorted(values)
+            print(f"{key:>26} {statistics.median(ordered):7.3f}s p95 {ordered[int(0.95 * (len(ordered) - 1))]:7.3f}s")
+        print(f"{'first call byte ÷ not streamed':>26} {statistics.median(ratios[mode]):7.2f} (p50)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="qwen2.5-coder-0.5b")
     parser.add_argument("--runs", type=int, default=5, help="rounds over the questions")
     parser.add_argument("--max-tokens", type=int, default=128)
+    parser.add_argument("--first-call", action="store_true", help="time a call's first byte instead of text's")
     args = parser.parse_args()
     proc, url = serve_load.start_server(args.model)
+    if args.first_call:
+        try:
+            with httpx.Client(base_url=url, timeout=600) as client:
+                _first_call(client, args.runs, args.max_tokens, args.model)
+        finally:
+            proc.terminate()
+            proc.wait(30)
+        return
     modes: dict[str, dict[str, Any]] = {"no tools": {}, "with a tool": {"tools": [TOOL]}}
     keys = ("first token", "not streamed", "streamed first", "streamed end")
     rows: dict[str, dict[str, list[float]]] = {m: {k: [] for k in keys} for m in modes}

@@ -22,6 +22,7 @@ from ._errors import (
     BackendNotInstalled,
     ContextLengthExceeded,
     DataError,
+    DisguisedCall,
     EngineError,
     EngineIgnoredGrammar,
     EngineUnavailable,
@@ -69,9 +70,20 @@ from ._otel import OpenTelemetry
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
 from ._redact import DEFAULT_SENSITIVE_KEYS, redact, redact_json
+from ._reply import DisguiseRetry
 from ._results import Full, Pick, ResultContext, ResultPolicy, Summarize, Truncate
 from ._routing import EmbeddingRouter, Router, Routers, RuleRouter
-from ._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallDone, ToolCallStarted, TurnDone
+from ._stream import (
+    DisguiseCaught,
+    ReasoningDelta,
+    SchemaRepair,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    TurnDone,
+)
 from ._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
 from .backends.scripted import ScriptedBackend
 
@@ -99,6 +111,9 @@ __all__ = [
     "ContextBudget",
     "ContextLengthExceeded",
     "DataError",
+    "DisguiseCaught",
+    "DisguiseRetry",
+    "DisguisedCall",
     "EmbeddingRouter",
     "EngineError",
     "EngineIgnoredGrammar",
@@ -135,6 +150,7 @@ __all__ = [
     "RunResult",
     "RunStarted",
     "RunUsage",
+    "SchemaRepair",
     "SchemaViolation",
     "ScriptedBackend",
     "StepDone",

@@ -22,6 +22,7 @@ from typing import Any
 from ._context import ContextBudget
 from ._errors import (
     ApprovalDenied,
+    DisguisedCall,
     GenerationTruncated,
     MaxStepsExceeded,
     RetryLimitExceeded,
@@ -133,6 +134,8 @@ class StepTrace:
     #: call still broke it after them (``SchemaViolation``, fed back as an unusable turn).
     schema_repairs: int = 0
     schema_refused: bool = False
+    #: Times this turn was decoded again because its text answer read as a call.
+    disguise_retries: int = 0
     raw: str = ""
     #: The model's reasoning this step, apart from its answer and calls.
     reasoning: str = ""
@@ -531,6 +534,8 @@ class Agent:
             st.error, st.raw = str(exc), exc.raw
             if isinstance(exc, SchemaViolation):
                 st.schema_repairs, st.schema_refused = exc.repairs, True
+            if isinstance(exc, DisguisedCall):
+                st.disguise_retries = exc.retries
             state.failures += 1
             self._notify(st)
             if state.failures > self.max_retries:
@@ -546,6 +551,7 @@ class Agent:
         st.latency, st.raw, st.reasoning = result.latency, result.raw, result.reasoning
         st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
         st.attempts, st.schema_repairs = result.attempts, result.schema_repairs
+        st.disguise_retries = result.disguise_retries
         yield TurnDone(result)
 
     async def _run_calls(self, calls: list[ToolCall], state: _RunState, step: int,

@@ -4,20 +4,29 @@ The grammar enforces what a context-free grammar can say; this catches the rest 
 pattern, a format the grammar left to it) with ``jsonschema``, draft 2020-12, formats asserted
 (its ``format-nongpl`` checkers; ``time``, ``date-time`` and ``email`` by RFC 3339 and 5321 here,
 where jsonschema refuses every leap second and only looks for an "@").
+
+It reads a schema as the grammar does: an older draft's schema converted to 2020-12
+(``localtools._drafts``), ``$schema`` never followed, and every regex (``pattern``,
+``patternProperties``, ``format: regex``) read as ECMA-262, translated to Python's dialect by the
+grammar's own reader. Arguments that are not JSON (NaN, infinities, lone surrogates) never pass.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import date
 from functools import lru_cache
 from typing import Any
 
 import jsonschema
+
+from ._drafts import to_2020_12
+from ._errors import UnsupportedSchema
 
 __all__ = ["Violation", "violations"]
 
@@ -97,27 +106,142 @@ def _is_ip(text: str, kind: type) -> bool:
     return True
 
 
+def _is_regex(value: object) -> bool:
+    """An ECMA-262 regex (jsonschema compiles it as Python's); one we cannot translate is given the benefit."""
+    from .grammar._regex import InvalidPattern, Untranslatable, python_regex
+
+    if not isinstance(value, str):
+        return True
+    try:
+        python_regex(value)
+    except InvalidPattern:
+        return False
+    except Untranslatable:
+        return True
+    return True
+
+
 def _format_checker(base: jsonschema.FormatChecker) -> jsonschema.FormatChecker:
     checker = jsonschema.FormatChecker(())
     checker.checkers = dict(base.checkers)
-    for name, fn in (("time", _is_time), ("date-time", _is_date_time), ("email", _is_email)):
+    for name, fn in (("time", _is_time), ("date-time", _is_date_time), ("email", _is_email), ("regex", _is_regex)):
         checker.checkers[name] = (fn, ())
     return checker
 
 
+# Keywords whose values are data, never schemas: nothing inside them is translated.
+_DATA = frozenset({"enum", "const", "default", "examples", "required", "dependentRequired", "$comment"})
+# Keywords whose values map names to schemas: the names stay as they are.
+_NAMED = frozenset({"properties", "dependentSchemas", "$defs", "definitions"})
+# Keywords whose values are schemas (or lists of them); anything else unknown is read leniently.
+_SCHEMA_KEYWORDS = frozenset({
+    "additionalProperties", "not", "if", "then", "else", "contains", "propertyNames", "unevaluatedItems",
+    "unevaluatedProperties", "items", "prefixItems", "allOf", "anyOf", "oneOf", "additionalItems",
+})
+
+
+def _python_patterns(node: Any, path: str, originals: dict[str, str], *, strict: bool = True) -> Any:
+    """The schema with each ECMA regex as the Python one meaning the same, and no ``$schema``
+    (jsonschema follows one in a subschema). ``strict`` off under unknown keywords, whose content
+    is a schema only if a ``$ref`` makes it one: a regex there that cannot be read is left as is."""
+    if isinstance(node, list):
+        return [_python_patterns(v, f"{path}/{i}", originals, strict=strict) for i, v in enumerate(node)]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        at = f"{path}/{_escape(key)}"
+        if key == "$schema" or key in _DATA:
+            if key != "$schema":
+                out[key] = value
+        elif key == "pattern" and isinstance(value, str):
+            out[key] = _python_regex(value, "pattern", path, originals, strict=strict)
+        elif key == "patternProperties" and isinstance(value, dict):
+            out[key] = {_python_regex(k, key, path, originals, strict=strict):
+                        _python_patterns(v, f"{at}/{_escape(k)}", originals, strict=strict) for k, v in value.items()}
+        elif key in _NAMED and isinstance(value, dict):
+            out[key] = {k: _python_patterns(v, f"{at}/{_escape(k)}", originals, strict=strict) for k, v in value.items()}
+        else:
+            out[key] = _python_patterns(value, at, originals, strict=strict and key in _SCHEMA_KEYWORDS)
+    return out
+
+
+def _python_regex(pattern: str, keyword: str, path: str, originals: dict[str, str], *, strict: bool) -> str:
+    # Imported here: the grammar package imports this module, and its reader is the one to share.
+    from .grammar._regex import Untranslatable, python_regex
+
+    try:
+        translated = python_regex(pattern)
+    except Untranslatable as exc:
+        if not strict:
+            return pattern
+        raise UnsupportedSchema(f"{keyword} {pattern!r} at {path or '/'}: the check cannot read it: {exc}",
+                                keyword=keyword, path=path) from None
+    originals[translated] = pattern
+    return translated
+
+
 @lru_cache(maxsize=256)
-def _validator(schema_json: str) -> Any:
-    schema = json.loads(schema_json)
-    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    return cls(schema, format_checker=_format_checker(cls.FORMAT_CHECKER))
+def _validator(schema_json: str) -> tuple[Any, tuple[tuple[str, str], ...]]:
+    originals: dict[str, str] = {}
+    schema = _python_patterns(to_2020_12(json.loads(schema_json)), "", originals)
+    cls = jsonschema.Draft202012Validator  # never the class ``$schema`` names: one reading, the grammar's
+    validator = cls(schema, format_checker=_format_checker(cls.FORMAT_CHECKER))
+    return validator, tuple((repr(py), repr(ecma)) for py, ecma in originals.items())
+
+
+def _escape(part: str) -> str:
+    # A lone surrogate is written as its escape: a pointer must encode to UTF-8.
+    text = part.replace("~", "~0").replace("/", "~1")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _pointer(path: Any) -> str:
-    return "".join("/" + str(part).replace("~", "~0").replace("/", "~1") for part in path)
+    return "".join("/" + _escape(str(part)) for part in path)
+
+
+def _not_json(value: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:
+    """Where ``value`` holds what JSON cannot: a NaN or an infinity, a lone surrogate (a key's too)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path, f"{value!r} is not a finite number (JSON has no NaN or Infinity)"
+    elif isinstance(value, str):
+        if not _is_unicode(value):
+            yield path, f"{value!r} is not valid Unicode (lone surrogate)"
+    elif isinstance(value, Mapping):
+        for key, item in value.items():
+            if isinstance(key, str) and not _is_unicode(key):
+                yield [*path, key], f"the key {key!r} is not valid Unicode (lone surrogate)"
+            yield from _not_json(item, [*path, key])
+    elif isinstance(value, (list, tuple)):
+        for i, item in enumerate(value):
+            yield from _not_json(item, [*path, i])
+
+
+def _is_unicode(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def violations(tool: str, parameters: Mapping[str, Any], arguments: Any) -> list[Violation]:
-    """Every way ``arguments`` break ``parameters`` (empty when they validate), in path order."""
-    validator = _validator(json.dumps(parameters, sort_keys=True))
+    """Every way ``arguments`` break ``parameters`` (empty when they validate), in path order.
+
+    Arguments that are not JSON (NaN, infinities, lone surrogates) get only those violations,
+    under any schema. ``UnsupportedSchema`` for a schema whose regex cannot be read exactly.
+    """
+    validator, originals = _validator(json.dumps(parameters, sort_keys=True))
+    broken = sorted(_not_json(arguments, []), key=lambda v: [str(p) for p in v[0]])
+    if broken:
+        return [Violation(tool, _pointer(path), "type", message) for path, message in broken]
     errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
-    return [Violation(tool, _pointer(e.absolute_path), str(e.validator), e.message) for e in errors]
+    return [Violation(tool, _pointer(e.absolute_path), str(e.validator), _message(e.message, originals))
+            for e in errors]
+
+
+def _message(message: str, originals: tuple[tuple[str, str], ...]) -> str:
+    """jsonschema's message with each regex written as the schema wrote it, not as translated."""
+    for py, ecma in originals:
+        message = message.replace(py, ecma)
+    return message

@@ -48,6 +48,7 @@ __all__ = [
     "BackendNotInstalled",
     "ContextLengthExceeded",
     "DataError",
+    "DisguisedCall",
     "EngineError",
     "EngineIgnoredGrammar",
     "EngineUnavailable",
@@ -114,11 +115,12 @@ class ToolNotAllowed(LocalToolsError, PermissionError):
 
 
 class ToolCallParseError(LocalToolsError, ValueError):
-    """Model output that looks like a tool call but cannot be parsed; keeps the raw text."""
+    """Model output that looks like a tool call but cannot be parsed. The message says where and
+    what was wrong, never what the model wrote (a server hands it to clients): that is in ``raw``."""
 
     def __init__(self, message: str, raw: str) -> None:
         self.raw = raw
-        super().__init__(f"{message} (raw output: {raw[:200]!r})")
+        super().__init__(message)
 
 
 class SchemaViolation(ToolCallParseError):
@@ -133,7 +135,20 @@ class SchemaViolation(ToolCallParseError):
         first = self.violations[0]
         self.tool, self.pointer, self.keyword = first.tool, first.pointer, first.keyword
         more = f" (and {len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
-        super().__init__(f"the call to {first.tool!r} breaks its schema after {repairs} repairs: {first}{more}", raw)
+        # Where and which keyword, never the value: the message reaches clients, the value is the model's.
+        super().__init__(f"the call to {first.tool!r} breaks its schema after {repairs} repairs: "
+                         f"{first.pointer or '/'} breaks {first.keyword!r}{more}", raw)
+
+
+class DisguisedCall(ToolCallParseError):
+    """A text answer that still holds a call (a call object in any spelling: ``disguised_calls``)
+    after the turn was decoded again ``retries`` times: it is no answer, and no call was run.
+    ``name``: the tool it names."""
+
+    def __init__(self, name: str, raw: str, retries: int) -> None:
+        self.name, self.retries = name, retries
+        super().__init__(f"the text answer holds a call to {name!r} (not a call the grammar checked) after "
+                         f"{retries} retries; it was not run", raw)
 
 
 class ToolArgumentsError(LocalToolsError, ValueError):
@@ -178,7 +193,7 @@ class GenerationTruncated(LocalToolsError):
         self.raw = raw
         super().__init__(
             f"generation hit max_tokens={max_tokens} inside a tool call; the call is incomplete "
-            f"and was not run (raise max_tokens). Raw output ends with: {raw[-120:]!r}"
+            f"and was not run (raise max_tokens; the reply is in .raw)"
         )
 
 

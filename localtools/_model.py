@@ -13,12 +13,20 @@ from pathlib import Path
 from typing import Any
 
 from ._check import Violation, violations
-from ._errors import GenerationTruncated, SchemaViolation, TemplateError, UnsupportedSchema, UsageError
+from ._errors import (
+    DisguisedCall,
+    GenerationTruncated,
+    SchemaViolation,
+    TemplateError,
+    ToolCallParseError,
+    UnsupportedSchema,
+    UsageError,
+)
 from ._families import Family, detect_family, get_family
-from ._parse import ToolCall
+from ._parse import ToolCall, first_disguise, not_json
 from ._prompt import Prompt, render, with_system
-from ._reply import ReplyFormat, reasoning_mode, reply_format
-from ._stream import ReplyStream, StreamEvent, TurnDone
+from ._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
+from ._stream import DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone
 from ._tools import Tool
 from .backends._base import Backend, Generation, cut_at_stop
 from .grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
@@ -52,6 +60,8 @@ class ChatResult:
     attempts: int = 1
     #: Times a call that broke its tool's schema was sent back to the model this turn (``chat``).
     schema_repairs: int = 0
+    #: Times the turn was decoded again because its text answer read as a call (``chat``).
+    disguise_retries: int = 0
     #: The model's reasoning before its answer, without its tags ("" when it gave none). Never
     #: read for calls.
     reasoning: str = ""
@@ -108,8 +118,10 @@ class Model:
     """
 
     def __init__(self, backend: Backend, *, family: str | Family | None = None, template: str | Path | None = None,
-                 strict_schema: bool = False):
+                 strict_schema: bool = False, disguise_retry: DisguiseRetry = DisguiseRetry.BAR):
         self.backend = backend
+        #: How ``chat`` decodes a turn again whose text answer reads as a call, unless it is told.
+        self.disguise_retry = disguise_retry
         #: Refuse a tool (``UnsupportedSchema``) whose schema holds a keyword neither the grammar
         #: nor the check enforces (an unknown keyword or format), instead of ignoring it.
         self.strict_schema = strict_schema
@@ -222,6 +234,8 @@ class Model:
         template_kwargs: Mapping[str, Any] | None = None,
         on_event: Callable[[StreamEvent], None] | None = None,
         schema_retries: int = 2,
+        disguise_retries: int = 2,
+        disguise_retry: DisguiseRetry | None = None,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -245,11 +259,23 @@ class Model:
         Every constrained call is checked against its tool's schema before it leaves (``jsonschema``,
         draft 2020-12, formats asserted): the grammar enforces what it can express, the check the rest.
         A call that breaks its schema is sent back to the model with the violation as its result,
-        up to ``schema_retries`` times (counted in ``schema_repairs``); then, or once any of the
-        turn was streamed, ``SchemaViolation`` names the tool, the JSON pointer and the keyword.
+        up to ``schema_retries`` times (counted in ``schema_repairs``; a streamed turn announces each
+        with a ``SchemaRepair`` event); then ``SchemaViolation`` names the tool, the JSON pointer and
+        the keyword.
+
+        Under ``tool_choice="auto"`` a text answer that reads as a call (a call object in any
+        spelling, anywhere in it: ``disguised_calls``) is no answer: the turn is decoded again, up to
+        ``disguise_retries`` times (counted in ``disguise_retries`` of the result; a stream announces
+        each with ``DisguiseCaught``), as ``disguise_retry`` says (``DisguiseRetry``; ``None``: the
+        model's ``disguise_retry``); then
+        ``DisguisedCall`` is raised. Such text is never streamed.
         """
-        if schema_retries < 0:
-            raise UsageError(f"schema_retries must be 0 or more, got {schema_retries}")
+        if schema_retries < 0 or disguise_retries < 0:
+            raise UsageError(f"schema_retries and disguise_retries must be 0 or more, got {schema_retries} and "
+                             f"{disguise_retries}")
+        disguise_retry = self.disguise_retry if disguise_retry is None else disguise_retry
+        if not isinstance(disguise_retry, DisguiseRetry):
+            raise UsageError(f"disguise_retry must be a DisguiseRetry, got {disguise_retry!r}")
         options: dict[str, Any] = dict(
             tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, constrained=constrained,
             max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop,
@@ -257,24 +283,54 @@ class Model:
             thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event)
         specs = _specs(tools)
         if not constrained:
-            return self._turn(messages, specs, **options)[1]  # free output is the model's own, for comparing
+            free = self._turn(messages, specs, **options)  # free output is the model's own, for comparing
+            # Unchecked, yet only JSON leaves: a constrained call's check says the same and has it repaired.
+            for call in free.tool_calls:
+                if (where := not_json(call.arguments)) is not None:
+                    raise ToolCallParseError(f"the arguments of {call.name!r} are not JSON a client can read: {where}",
+                                             free.raw)
+            return free
         schemas = {s["function"]["name"]: s["function"].get("parameters") or {} for s in specs}
         # A tool with a pydantic model is checked by the model too.
         own = {t.name: t for t in tools if isinstance(t, Tool)}
-        history = list(messages)
-        for repairs in range(schema_retries + 1):
-            streamed, result = self._turn(history, specs, **options)
-            found = [own[call.name].violations(call.arguments) if call.name in own
-                     else violations(call.name, schemas.get(call.name, {}), call.arguments) for call in result.tool_calls]
+
+        def check(call: ToolCall) -> list[Violation]:
+            if call.name in own:
+                return own[call.name].violations(call.arguments)
+            return violations(call.name, schemas.get(call.name, {}), call.arguments)
+
+        history, choice = list(messages), tool_choice
+        bars: tuple[str, ...] = ()
+        repairs = disguises = 0
+        while True:
+            result = self._turn(history, specs, check=check, bars=bars, **{**options, "tool_choice": choice})
+            disguise = first_disguise(result.content) if not result.tool_calls and choice == "auto" and specs else None
+            if disguise is not None:
+                # A text that reads as a call is no answer: a call nothing checked, decoded again.
+                at, name = disguise
+                if disguises == disguise_retries:
+                    raise DisguisedCall(name, result.raw, disguises)
+                disguises += 1
+                if on_event is not None:
+                    on_event(DisguiseCaught(disguises, name))
+                if disguise_retry is DisguiseRetry.REQUIRED:
+                    choice = "required"
+                else:
+                    bars = (*bars, result.content[: at + 1])
+                continue
+            found = [check(call) for call in result.tool_calls]
             bad = [v for each in found for v in each]
             if not bad:
-                return replace(result, schema_repairs=repairs) if repairs else result
-            if streamed or repairs == schema_retries:
+                return replace(result, schema_repairs=repairs, disguise_retries=disguises) if repairs or disguises \
+                    else result
+            if repairs == schema_retries:
                 raise SchemaViolation(bad, result.raw, repairs)
+            repairs += 1
+            if on_event is not None:
+                on_event(SchemaRepair(repairs, tuple(bad)))
             # The model reads what was wrong as each call's own result, as it would a tool's error.
             history += [result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(each)}
                                             for call, each in zip(result.tool_calls, found, strict=True))]
-        raise AssertionError("unreachable")
 
     def _turn(
         self,
@@ -296,8 +352,11 @@ class Model:
         reasoning_budget: int | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
         on_event: Callable[[StreamEvent], None] | None = None,
-    ) -> tuple[bool, ChatResult]:
-        """Whether the turn streams, and one generation of it (``chat`` without the schema check)."""
+        check: Callable[[ToolCall], Sequence[Violation]] | None = None,
+        bars: Sequence[str] = (),
+    ) -> ChatResult:
+        """One generation of the turn (``chat`` without the repairs); ``check``: what a streamed
+        call passes before it is sent; ``bars``: openings the text answer may not have."""
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
                              thinking=thinking, template_kwargs=template_kwargs)
@@ -311,13 +370,13 @@ class Model:
             # read it as one, never for calls.
             mode = "may"
         fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
-                                reasoning=mode)
+                                reasoning=mode).barring(bars)
         started = time.perf_counter()
         penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
         attempts, completion_tokens, decode_seconds = 0, 0, 0.0
         # Passed only when set, so a backend written before the option still serves everything else.
         extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
-        live = None if on_event is None else ReplyStream(fmt, on_event, stop)
+        live = None if on_event is None else ReplyStream(fmt, on_event, stop, check)
         if live is not None:
             extra["on_text"] = live.feed
         thought, whole, prompt_seconds = "", fmt, 0.0
@@ -333,12 +392,12 @@ class Model:
             opened = mode == "open" or first.text.lstrip().startswith(self.family.reasoning_start)
             if opened and first.generated >= max_tokens:
                 # A thought that took every token leaves none for an answer.
-                return live is not None, self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                                     live=live)
             if not opened and (first.finish_reason != "length" or (live is not None and live.sent)):
                 # Free output that answered without thinking, whole (or already streamed): that is the answer.
-                return live is not None, self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
                                     attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                                     live=live)
             if opened:
@@ -369,7 +428,7 @@ class Model:
                 break  # a turn a client was already sent part of is not generated again
         if cut:
             raise GenerationTruncated(max_tokens, raw)
-        return live is not None, self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
+        return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
                             attempts=attempts, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
                             prompt_tokens=prompt_tokens, prompt_seconds=prompt_seconds, live=live)
 
@@ -377,8 +436,9 @@ class Model:
                **options: Any) -> Generator[StreamEvent, None, None]:
         """``chat`` as events while the turn is generated: ``ReasoningDelta`` and ``TextDelta``
         as the model writes them, each call (``ToolCallStarted``, ``ToolCallDelta``,
-        ``ToolCallDone``) once it is whole, and last ``TurnDone`` with the same ``ChatResult``
-        that ``chat`` returns. Takes ``chat``'s options. The turn is generated on a thread of its
+        ``ToolCallDone``) once it is whole and passes its check, ``SchemaRepair`` when the turn is
+        generated again after a failed check (what it streamed is withdrawn), and last ``TurnDone``
+        with the same ``ChatResult`` that ``chat`` returns. Takes ``chat``'s options. The turn is generated on a thread of its
         own; leaving the loop early stops it at the next token. ``chat``'s errors are raised here.
         """
         if "on_event" in options:

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import re
 import secrets
 import string
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._errors import ToolCallParseError
 from ._families import Family
 
-__all__ = ["BARE_CALL_OPENING", "ParsedReply", "ToolCall", "decode_arguments", "disguised_calls", "new_call_id",
-           "parse_reply"]
+__all__ = ["ARGUMENT_KEYS", "BARE_CALL_OPENING", "NAME_KEYS", "ParsedReply", "ToolCall", "decode_arguments",
+           "disguised_calls", "first_disguise", "new_call_id", "not_json", "parse_reply"]
 
 _ALNUM = string.ascii_letters + string.digits
 _FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
@@ -72,6 +74,33 @@ class ParsedReply:
     tool_calls: list[ToolCall] = field(default_factory=list)
     #: The model's reasoning, without its tags ("" when it gave none).
     reasoning: str = ""
+
+
+def not_json(value: Any, pointer: str = "") -> str | None:
+    """Where ``value`` holds what JSON cannot carry (a number that overflowed a double, a lone
+    surrogate that is no UTF-8) and what, or ``None``: such arguments would leave as
+    ``Infinity`` (no JSON) or break the encoder."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{pointer or '/'} is a number out of a double's range"
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return f"{pointer or '/'} holds a lone surrogate (not Unicode text)"
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            # A key is shown escaped: a lone surrogate in it would break the message's own encoding.
+            safe = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
+            step = f"{pointer}/{safe.replace('~', '~0').replace('/', '~1')}"
+            found = not_json(key, step) or not_json(item, step)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            if (found := not_json(item, f"{pointer}/{index}")) is not None:
+                return found
+    return None
 
 
 def _call_from(obj: Any, family: Family, raw: str) -> ToolCall | None:
@@ -205,56 +234,125 @@ def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[tuple[int, 
     return calls, "".join(kept)
 
 
+#: Keys a call object names its tool with, and keys it holds the arguments in, in the forms models
+#: write calls in (OpenAI's, Hermes', LangChain's and ReAct's ``action``/``action_input``, ...).
+NAME_KEYS = frozenset({"name", "function", "function_name", "tool", "tool_name", "action", "api", "recipient_name"})
+ARGUMENT_KEYS = frozenset({"arguments", "parameters", "args", "params", "input", "inputs", "action_input",
+                           "tool_input", "kwargs"})
+
+
 def _named_call(item: Any, tool_names: Collection[str] | None) -> tuple[str, dict[str, Any]] | None:
+    """A call object, read by its keys, not its spelling: a string under a name-like key and an
+    object (or a JSON string of one) under an arguments-like key, at the top or under
+    ``"function"`` (OpenAI's ``{"type": "function", "function": {...}}``)."""
     if not isinstance(item, dict):
         return None
     fn = item["function"] if isinstance(item.get("function"), dict) else item
-    name, args = fn.get("name"), fn.get("arguments", fn.get("parameters"))
-    if not isinstance(name, str) or (tool_names is not None and name not in tool_names) or not isinstance(args, dict):
+    name = next((v for k, v in fn.items() if isinstance(k, str) and k.lower() in NAME_KEYS and isinstance(v, str)), None)
+    args = next((v for k, v in fn.items() if isinstance(k, str) and k.lower() in ARGUMENT_KEYS), None)
+    if isinstance(args, str):
+        try:
+            args = json.loads(args)
+        except ValueError:
+            return None
+    if not isinstance(name, str) or not name.strip() or (tool_names is not None and name not in tool_names) \
+            or not isinstance(args, dict):
         return None
     # A tool's schema echoed back ({"name": ..., "description": ..., "parameters": {"type": "object", ...}})
     # names a tool too, but calls nothing.
     if "description" in fn or ("properties" in args and args.get("type") == "object"):
         return None
-    return str(name), args
+    return name, args
 
 
-# A call's opening with any mix of quotes: '{"name": "get_order\', '.
-_BROKEN_CALL = re.compile(r"""\{\s*["']name["']\s*:\s*["']([^"'\n]+)["']\s*,\s*["'](?:arguments|parameters)["']""")
+_NAME_KEY = "|".join(sorted(NAME_KEYS))
+_ARGS_KEY = "|".join(sorted(ARGUMENT_KEYS))
+# A call's opening with any mix of quotes, in either key order: '{"name": "get_order\', '.
+_BROKEN_CALL = re.compile(
+    rf"""\{{\s*["']?(?:{_NAME_KEY})["']?\s*:\s*["']([^"'\n]+)["']\s*,\s*["']?(?:{_ARGS_KEY})["']?\s*:"""
+    rf"""|\{{\s*["']?(?:{_ARGS_KEY})["']?\s*:\s*\{{[^{{}}]*\}}\s*,\s*["']?(?:{_NAME_KEY})["']?\s*:\s*["']([^"'\n]+)["']""",
+    re.IGNORECASE)
+
+
+def _balanced_end(text: str, i: int) -> int | None:
+    """Where the bracketed value opening at ``i`` closes (past its last bracket), reading strings
+    in either quote; ``None`` if it never does."""
+    depth, quote, k = 0, "", i
+    while k < len(text):
+        ch = text[k]
+        if quote:
+            if ch == "\\":
+                k += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                return k + 1
+        k += 1
+    return None
+
+
+def _read_value(text: str, i: int) -> tuple[Any, int] | None:
+    """The JSON value, or the Python literal (single quotes, True/None), opening at ``i``."""
+    try:
+        return _DECODER.raw_decode(text, i)
+    except json.JSONDecodeError:
+        pass
+    end = _balanced_end(text, i)
+    if end is None:
+        return None
+    try:
+        return ast.literal_eval(text[i:end]), end
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 def disguised_calls(text: str, tool_names: Collection[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
-    """Calls written as JSON inside a text answer: anywhere, in any wrapping, whatever the name
-    (or only to ``tool_names``, when given): an object with a string ``name`` and an object of
-    ``arguments`` or ``parameters``.
+    """Calls written inside a text answer: anywhere (after a preamble, in a fence, in a list),
+    in JSON or as a Python literal, read by their keys whatever their order, quoting or escapes,
+    whatever the name (or only to ``tool_names``, when given): see ``_named_call``.
 
-    A text answer that holds one is a call the grammar (or the parser) failed to catch: the bench
-    counts them, the target is none. A tool schema echoed back is not a call. A call that is not
-    JSON (``{"name": "get_order', 'arguments': ...``: a model pushed off the closing quote of an
-    opening text may not take) counts too, with no arguments: it is still no answer.
+    A text answer that holds one is a call the grammar (or the parser) failed to catch: the
+    constrained path decodes the turn again, the bench counts them. A tool schema echoed back is
+    not a call. A call cut before it closes counts too, with no arguments: it is still no answer.
     """
-    found: list[tuple[str, dict[str, Any]]] = []
+    return [(name, args) for _, name, args in _disguises(text, tool_names)]
+
+
+def first_disguise(text: str) -> tuple[int, str] | None:
+    """Where the first call in disguise in ``text`` opens (its bracket), and the tool it names."""
+    found = next(_disguises(text, None), None)
+    return None if found is None else found[:2]
+
+
+def _disguises(text: str, tool_names: Collection[str] | None) -> Iterator[tuple[int, str, dict[str, Any]]]:
     i = 0
     while i < len(text):
         if text[i] in "{[":
-            try:
-                value, end = _DECODER.raw_decode(text, i)
-            except json.JSONDecodeError:
+            read = _read_value(text, i)
+            if read is None:
                 broken = _BROKEN_CALL.match(text, i)
-                if broken and (tool_names is None or broken.group(1) in tool_names):
-                    found.append((broken.group(1), {}))
+                name = broken and (broken.group(1) or broken.group(2))
+                if broken and name and (tool_names is None or name in tool_names):
+                    yield i, name, {}
                     i = broken.end()
                     continue
                 i += 1
                 continue
+            value, end = read
             items = value if isinstance(value, list) else [value]
             hits = [c for item in items if (c := _named_call(item, tool_names)) is not None]
             if hits:
-                found += hits
+                for name, args in hits:
+                    yield i, name, args
                 i = end
                 continue
         i += 1
-    return found
 
 
 def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: str

@@ -6,21 +6,47 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from enum import Enum
 from typing import Any
 
 from ._errors import UsageError
 from ._families import Family
 from ._parse import BARE_CALL_OPENING, ParsedReply, parse_reply
 from ._prompt import Prompt
-from .grammar import Chars, Grammar, Lit, Ref, Repeat, Text, Until, build_grammar, call_openings, call_shape, matches, seq
+from .grammar import (
+    Chars,
+    Grammar,
+    Lit,
+    Ref,
+    Repeat,
+    Seq,
+    Text,
+    Until,
+    build_grammar,
+    call_openings,
+    call_shape,
+    matches,
+    rewrite,
+    seq,
+)
 
-__all__ = ["REASONING_MODES", "ReplyFormat", "reasoning_mode", "reply_format"]
+__all__ = ["REASONING_MODES", "DisguiseRetry", "ReplyFormat", "reasoning_mode", "reply_format"]
 
 #: Whether a reply holds reasoning: "" no; "open" the prompt opened it (the reply starts inside);
 #: "may" the reply may open it; "must" the reply opens it (thinking asked for).
 REASONING_MODES = ("", "open", "may", "must")
 #: Whitespace a model writes between its reasoning's end tag and its answer.
 _AFTER_REASONING = Repeat(Chars(" \\n"), 0, 4)
+
+
+class DisguiseRetry(Enum):
+    """How a turn is decoded again when its text answer reads as a call (``disguised_calls``)."""
+
+    #: Under the same tool_choice, the text barred from opening as the disguised one did (from
+    #: its first character through the call's opening bracket): the model may still answer in text.
+    BAR = "bar"
+    #: As a call (tool_choice "required"): the model meant to call, so its call is checked.
+    REQUIRED = "required"
 
 
 def reasoning_mode(family: Family, prompt: Prompt | str, thinking: bool | None = None) -> str:
@@ -98,6 +124,33 @@ class ReplyFormat:
         """The grammar of the reasoning alone, through its end tag (a reasoning budget's first step)."""
         opening = () if self.reasoning == "open" else (Lit(self.family.reasoning_start),)
         return Grammar({"root": seq(*opening, Until(self.family.reasoning_end))})
+
+    @property
+    def text_can_call(self) -> bool:
+        """Whether a text answer may stand beside calls here (tool_choice auto, constrained):
+        then a text that reads as a call is a call in disguise."""
+        grammar = self.answer_grammar
+        return self.can_call and grammar is not None and _text_node(grammar) is not None
+
+    def barring(self, openings: Sequence[str]) -> ReplyFormat:
+        """This format with a text answer that may not open with any of ``openings`` (what a
+        disguised call's text began with), beside the bars it already has."""
+        if not openings or not self.text_can_call:
+            return self
+        assert self.answer_grammar is not None
+
+        def bar(e: Any) -> Any:
+            if not isinstance(e, Text):
+                return None
+            return replace(e, avoid=(*e.avoid, *(o for o in openings if o not in e.avoid)))
+
+        def barred(grammar: Grammar | None) -> Grammar | None:
+            if grammar is None or "text" not in grammar.rules:
+                return grammar
+            return Grammar({**grammar.rules, "text": rewrite(grammar.rules["text"], bar)}, grammar.root,
+                           grammar.reserved)
+
+        return replace(self, grammar=barred(self.grammar), answer_grammar=barred(self.answer_grammar))
 
     def after_reasoning(self) -> ReplyFormat:
         """This format for the answer alone, once the reasoning is in the prompt."""
@@ -204,6 +257,13 @@ def reply_format(
         reasoning=reasoning,
         answer_grammar=answer,
     )
+
+
+def _text_node(grammar: Grammar) -> Text | None:
+    """The text answer's node (the "text" rule, after a family's text opening)."""
+    rule = grammar.rules.get("text")
+    items = rule.items if isinstance(rule, Seq) else (rule,)
+    return next((i for i in items if isinstance(i, Text)), None)
 
 
 def _with_prefix(grammar: Grammar, prefix: Any) -> Grammar:

@@ -93,6 +93,9 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict-schema", action="store_true",
                    help="refuse a tool whose schema holds a keyword neither the grammar nor the check after decoding "
                    "enforces (an unknown keyword or format; 'localtools schema check' lists them) instead of ignoring it")
+    p.add_argument("--disguise-retry", choices=["bar", "required"],
+                   help="when a text answer under auto reads as a call, decode again with that opening barred "
+                   "(bar, default: the model may still answer in words) or as a call (required)")
     _engine_args(p)
 
 
@@ -238,6 +241,9 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--route-k", type=int, action="append", metavar="K",
                        help="with --pooled: tools the router offers per case (repeatable; default 5)")
     bench.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
+    bench.add_argument("--disguise-retry", choices=["bar", "required"],
+                   help="when a text answer under auto reads as a call, decode again with that opening barred "
+                   "(bar, default: the model may still answer in words) or as a call (required)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
                        "(needs matplotlib)")
@@ -345,7 +351,15 @@ def _load_model(args: argparse.Namespace) -> Any:
     options = {k: v for k, v in given.items() if v is not None} | _engine_options(args, args.backend)
     model = load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
     model.strict_schema = bool(getattr(args, "strict_schema", False))
+    _set_disguise_retry(model, args)
     return model
+
+
+def _set_disguise_retry(model: Any, args: argparse.Namespace) -> None:
+    from ._reply import DisguiseRetry
+
+    if getattr(args, "disguise_retry", None):
+        model.disguise_retry = DisguiseRetry(args.disguise_retry)
 
 
 def _approver(assume_yes: bool) -> Any:
@@ -428,7 +442,7 @@ async def _show_run(agent: Any, question: str, run_file: str | None = None) -> A
     from rich.console import Console
 
     from ._agent import RunDone, StepDone, ToolResult
-    from ._stream import ReasoningDelta, TextDelta, ToolCallDone
+    from ._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, TextDelta, ToolCallDone
 
     console = Console(highlight=False, soft_wrap=True)
     writing = ""  # what the line being written holds: "", "reasoning" or "text"
@@ -458,6 +472,12 @@ async def _show_run(agent: Any, question: str, run_file: str | None = None) -> A
         elif isinstance(event, ToolCallDone):
             end_line()
             write(f"→ {event.call.name}({json.dumps(event.call.arguments, ensure_ascii=False)})\n")
+        elif isinstance(event, SchemaRepair):
+            end_line()
+            write(f"! call sent back (repair {event.attempt}): {event.violations[0]}\n")
+        elif isinstance(event, DisguiseCaught):
+            end_line()
+            write(f"! the answer's text held a call to {event.name!r}; decoding again (retry {event.attempt})\n")
         elif isinstance(event, ToolResult):
             write(f"← {event.call.result}\n")
         elif isinstance(event, StepDone) and event.step.error:
@@ -676,8 +696,11 @@ def _bench_targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def _bench_models(args: argparse.Namespace, names: list[str], backends: list[str]) -> dict[tuple[str, str], Any]:
     from ._load import load
 
-    return {(name, backend): load(name, backend=backend, **_engine_options(args, backend)) for name in names
-            for backend in backends}
+    models = {(name, backend): load(name, backend=backend, **_engine_options(args, backend)) for name in names
+              for backend in backends}
+    for model in models.values():
+        _set_disguise_retry(model, args)
+    return models
 
 
 def _print_table(table: Any) -> None:
@@ -783,12 +806,13 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     rows = summarize(results, modes)
     scenario_rows, scenario_results = _bench_scenarios(args, models, modes) if args.scenarios else ([], [])
     table = Table(title=f"{len(cases)} cases from {folder}")
-    for column in ("mode", "category", "cases", "accuracy", "valid", "disguised", "repaired", "refused", "p50 s", "p95 s",
-                   "ttft s", "tok/s", "grammar ratio"):
+    for column in ("mode", "category", "cases", "accuracy", "valid", "disguised", "caught", "repaired", "refused",
+                   "p50 s", "p95 s", "ttft s", "tok/s", "grammar ratio"):
         table.add_column(column, justify="left" if column in ("mode", "category") else "right")
     for row in rows:
         table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}", f"{row['valid_rate']:.1%}",
-                      str(row["disguised_calls"]), str(row["calls_repaired"]), str(row["calls_refused"]),
+                      str(row["disguised_calls"]), str(row["disguises_caught"]), str(row["calls_repaired"]),
+                      str(row["calls_refused"]),
                       _fmt(row["latency_p50"], ".2f"), _fmt(row["latency_p95"], ".2f"), _fmt(row["ttft_p50"], ".2f"),
                       _fmt(row["generated_tokens_per_s"], ".1f"), _fmt(row.get("grammar_overhead_ratio"), ".2f"))
     _print_table(table)

@@ -238,7 +238,8 @@ def test_a_call_after_a_preamble_is_a_constrained_call_and_the_preamble_its_cont
     call = '```json\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n```'
     tagged = tc("get_customer", customer_id="cust-1001")
     model = Model(ScriptedBackend([f"Let me look that up.\n\n{call}", f"Checking. {tagged}",
-                                   'The record: {"name": "get_customer", "arguments": {}} was not a call.']),
+                                   'The record: {"name": "get_customer", "arguments": {}} was not a call.',
+                                   "The plan is pro."]),
                   family="qwen2.5")
     question = [{"role": "user", "content": "plan?"}]
     for content in ("Let me look that up.", "Checking."):
@@ -246,9 +247,10 @@ def test_a_call_after_a_preamble_is_a_constrained_call_and_the_preamble_its_cont
         assert result.content == content
         assert [(c.name, c.arguments) for c in result.tool_calls] == [("get_customer", {"customer_id": "cust-1001"})]
         assert result.finish_reason == "tool_calls"
-    # JSON written further into a text answer, in no call form, stays text: nothing unconstrained runs.
+    # A call written further into a text answer, in no call form, is no answer and never runs: the
+    # turn is decoded again.
     result = model.chat(question, [get_customer])
-    assert not result.tool_calls and result.content.startswith("The record:")
+    assert (result.tool_calls, result.content, result.disguise_retries) == ([], "The plan is pro.", 1)
 
 
 def test_text_may_not_open_a_fenced_call_it_does_not_finish() -> None:

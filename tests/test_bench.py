@@ -16,6 +16,7 @@ import localtools
 from localtools import Model, ScriptedBackend
 from localtools.bench._bfcl import load_cases
 from localtools.bench._runner import Mode, run_bench, summarize
+from localtools.grammar import Grammar, matches
 
 AREA = {"name": "area", "description": "Area of a square.", "parameters": {
     "type": "dict", "properties": {"side": {"type": "integer"}, "unit": {"type": "string"}}, "required": ["side"]}}
@@ -38,7 +39,7 @@ def call(side: object) -> str:
     return '<tool_call>\n{"name": "area", "arguments": {"side": ' + json.dumps(side) + "}}\n</tool_call>"
 
 
-def reply(prompt: localtools.Prompt, grammar: object) -> str:
+def reply(prompt: localtools.Prompt, grammar: Grammar | None) -> str:
     text = prompt.text
     if m := re.search(r"Area of side (\d)\?", text):
         side = int(m.group(1))
@@ -48,8 +49,10 @@ def reply(prompt: localtools.Prompt, grammar: object) -> str:
     poem = int(re.search(r"Poem number (\d)\?", text).group(1))  # type: ignore[union-attr]
     if grammar is None:
         return call(7) if poem == 0 else "Roses are red."
-    # Constrained text may still spell a call in a wrapping the grammar does not know: a disguised call.
-    return '<json>\n{"name": "area", "arguments": {"side": 1}}\n</json>' if poem == 1 else "Roses are red."
+    # Constrained text may still spell a call in a wrapping the grammar does not know: a disguised call,
+    # read after decoding and decoded again under a grammar that bars it.
+    disguise = '<json>\n{"name": "area", "arguments": {"side": 1}}\n</json>'
+    return disguise if poem == 1 and matches(grammar, disguise) else "Roses are red."
 
 
 def scripted_model() -> Model:
@@ -68,7 +71,8 @@ def test_run_bench_scores_each_mode(tmp_path: Path) -> None:
     assert rows[cons, "simple_python"]["accuracy"] == 0.75 and rows[cons, "simple_python"]["valid_rate"] == 1.0
     assert rows[free, "irrelevance"]["accuracy"] == 0.5 and rows[cons, "irrelevance"]["accuracy"] == 1.0
     assert rows[cons, "all"]["cases"] == 6 and rows[cons, "all"]["accuracy"] == 5 / 6
-    assert rows[cons, "irrelevance"]["disguised_calls"] == 1 and rows[free, "all"]["disguised_calls"] == 0
+    assert rows[cons, "irrelevance"]["disguised_calls"] == 0 and rows[free, "all"]["disguised_calls"] == 0
+    assert rows[cons, "irrelevance"]["disguises_caught"] == 1 and rows[free, "all"]["disguises_caught"] == 0
     unreadable = next(r for r in results if r.mode == free and r.case_id == "simple_python_1")
     assert not unreadable.valid and unreadable.reason.startswith("ToolCallParseError")
     assert unreadable.raw == "<tool_call>\n{oops\n</tool_call>"  # kept whole for diagnosis

@@ -7,11 +7,26 @@ from typing import Any
 
 import pytest
 from conftest import tc
-from test_serve import post
+from pydantic import BaseModel, model_validator
+from test_serve import post, sse
 
-from localtools import Agent, Model, SchemaViolation, ScriptedBackend, Tool, ToolCallDone, UsageError
+from localtools import (
+    Agent,
+    Model,
+    SchemaRepair,
+    SchemaViolation,
+    ScriptedBackend,
+    TextDelta,
+    Tool,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    TurnDone,
+    UsageError,
+)
 from localtools._check import violations
 from localtools.serve._app import ServerConfig, create_app
+from localtools.serve._openai import ChunkWriter
 
 # uniqueItems is a keyword no context-free grammar can say for strings in general: the check's.
 TAGS = {"type": "object", "properties": {"tags": {"type": "array", "items": {"type": "string"}, "uniqueItems": True}},
@@ -58,13 +73,82 @@ def test_free_output_is_handed_out_as_parsed_for_the_loop_to_check() -> None:
     assert [c.arguments for c in result.tool_calls] == [{"tags": ["a", "a"]}] and result.schema_repairs == 0
 
 
-def test_a_streamed_call_that_breaks_its_schema_is_never_sent_as_done() -> None:
+def test_a_streamed_call_is_sent_only_once_checked_and_a_broken_one_never() -> None:
+    events = list(Model(ScriptedBackend([BAD, GOOD]), family="qwen2.5").stream(ASK, [TOOL], tool_choice="required"))
+    (at,) = [i for i, e in enumerate(events) if isinstance(e, SchemaRepair)]
+    repair = events[at]
+    assert isinstance(repair, SchemaRepair) and repair.attempt == 1
+    assert [(v.pointer, v.keyword) for v in repair.violations] == [("/tags", "uniqueItems")]
+    # Nothing of the broken call went out: no id, no name, no argument.
+    assert not [e for e in events[:at] if isinstance(e, ToolCallStarted | ToolCallDelta | ToolCallDone)]
+    after = events[at + 1:]
+    last = events[-1]
+    assert isinstance(last, TurnDone) and last.result.schema_repairs == 1
+    assert [(d.index, d.call.arguments) for d in after if isinstance(d, ToolCallDone)] == [(0, {"tags": ["a", "b"]})]
+    joined = "".join(e.arguments for e in after if isinstance(e, ToolCallDelta))
+    assert json.loads(joined) == last.result.tool_calls[0].arguments
+    assert [e.id for e in after if isinstance(e, ToolCallStarted)] == [last.result.tool_calls[0].id]
+
+
+def test_a_streamed_call_still_broken_after_the_repairs_raises_and_no_call_event_leaves() -> None:
     events: list[Any] = []
-    model = Model(ScriptedBackend([BAD, GOOD]), family="qwen2.5")
-    with pytest.raises(SchemaViolation):
-        for event in model.stream(ASK, [TOOL], tool_choice="required"):
+    with pytest.raises(SchemaViolation) as caught:
+        for event in Model(ScriptedBackend([BAD] * 3), family="qwen2.5").stream(ASK, [TOOL], tool_choice="required"):
             events.append(event)
-    assert events and not any(isinstance(e, ToolCallDone) for e in events)
+    assert caught.value.repairs == 2
+    assert [e.attempt for e in events if isinstance(e, SchemaRepair)] == [1, 2]
+    assert not [e for e in events if isinstance(e, ToolCallStarted | ToolCallDelta | ToolCallDone)]
+
+
+def test_a_parallel_turn_sends_none_of_its_calls_while_any_of_them_is_broken() -> None:
+    events = list(Model(ScriptedBackend([GOOD + "\n" + BAD, GOOD]), family="qwen2.5").stream(
+        ASK, [TOOL], tool_choice="required"))
+    (at,) = [i for i, e in enumerate(events) if isinstance(e, SchemaRepair)]
+    # The valid call 0 of the failed turn was never sent: the turn's calls leave together or not at all.
+    assert not [e for e in events[:at] if isinstance(e, ToolCallStarted | ToolCallDelta | ToolCallDone)]
+    assert [e.index for e in events[at:] if isinstance(e, ToolCallStarted)] == [0]
+
+
+def test_calls_are_sent_after_the_last_token_never_while_decoding() -> None:
+    # Whatever the schema, no call event comes before the generation is over and checked.
+    log: list[str] = []
+    backend = ScriptedBackend([GOOD])
+    generate = backend.generate
+
+    def spy(*args: Any, on_text: Any, **kwargs: Any) -> Any:
+        def seen(piece: str) -> None:
+            log.append("generated")
+            on_text(piece)
+        out = generate(*args, on_text=seen, **kwargs)
+        log.append("end")
+        return out
+
+    backend.generate = spy  # type: ignore[method-assign,assignment]
+    Model(backend, family="qwen2.5").chat(ASK, [TOOL], tool_choice="required",
+                                         on_event=lambda e: log.append(type(e).__name__))
+    assert log.index("ToolCallStarted") > log.index("end") and log.count("generated") > 10
+
+
+class Span(BaseModel):
+    start: int
+    end: int
+
+    @model_validator(mode="after")
+    def ordered(self) -> Span:
+        if self.end < self.start:
+            raise ValueError("end comes before start")
+        return self
+
+
+def test_a_streamed_call_its_pydantic_model_refuses_is_not_sent_as_done() -> None:
+    # No schema says end >= start: only the tool's own model does, and the stream asks it too.
+    tool = Tool.from_model(Span, lambda span: "ok", name="span")
+    backward, forward = tc("span", start=5, end=1), tc("span", start=1, end=5)
+    events = list(Model(ScriptedBackend([backward, forward]), family="qwen2.5").stream(ASK, [tool],
+                                                                                      tool_choice="required"))
+    (repair,) = [e for e in events if isinstance(e, SchemaRepair)]
+    assert repair.violations[0].keyword == "pydantic:value_error"
+    assert [d.call.arguments for d in events if isinstance(d, ToolCallDone)] == [{"start": 1, "end": 5}]
 
 
 def test_the_agent_runs_the_repaired_call() -> None:
@@ -107,6 +191,45 @@ def test_serve_answers_a_call_that_stays_broken_with_a_422_naming_the_keyword() 
     res = post(ok, {"model": "m", "messages": ASK, "tools": [TOOL]})
     call = res.json()["choices"][0]["message"]["tool_calls"][0]
     assert json.loads(call["function"]["arguments"]) == {"tags": ["a", "b"]}
+
+
+def test_serve_streams_only_the_repaired_call_when_a_keyword_is_checked_after_decoding() -> None:
+    app = create_app(Model(ScriptedBackend([BAD, GOOD]), family="qwen2.5"), ServerConfig(model_name="m"))
+    chunks = sse(post(app, {"model": "m", "messages": ASK, "tools": [TOOL], "tool_choice": "required", "stream": True}))
+    deltas = [d for c in chunks for d in c["choices"][0]["delta"].get("tool_calls", [])]
+    assert {d["index"] for d in deltas} == {0} and sum("id" in d for d in deltas) == 1
+    assert json.loads("".join(d["function"]["arguments"] for d in deltas)) == {"tags": ["a", "b"]}
+    assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
+
+
+def test_serve_streams_no_call_at_all_when_it_stays_broken_and_says_where_not_what() -> None:
+    app = create_app(Model(ScriptedBackend([BAD] * 3), family="qwen2.5"), ServerConfig(model_name="m"))
+    res = post(app, {"model": "m", "messages": ASK, "tools": [TOOL], "tool_choice": "required", "stream": True})
+    assert res.status_code == 200
+    chunks = sse(res)
+    assert not [c for c in chunks if c.get("choices") and c["choices"][0]["delta"].get("tool_calls")]
+    error = chunks[-1]["error"]
+    assert error["code"] == "schema_violation" and "/tags" in error["message"]
+    # The client is told where the call broke its schema, never what the model wrote.
+    assert "label" in error["message"] and '"a", "a"' not in res.text and "tool_call>" not in res.text
+
+
+def test_the_422_says_where_not_what_the_model_wrote() -> None:
+    app = create_app(Model(ScriptedBackend([BAD] * 3), family="qwen2.5"), ServerConfig(model_name="m"))
+    res = post(app, {"model": "m", "messages": ASK, "tools": [TOOL], "tool_choice": "required"})
+    assert res.status_code == 422 and "/tags" in res.text
+    assert "tool_call>" not in res.text and '"a", "a"' not in res.json()["error"]["message"]
+    assert "'a', 'a'" not in res.json()["error"]["message"]
+
+
+def test_the_chunk_writer_sends_a_repaired_attempt_s_text_only_where_none_was_sent() -> None:
+    writer = ChunkWriter(model="m", completion_id="c")
+    assert writer.event(TextDelta("Let me check.")) is not None
+    assert writer.event(SchemaRepair(1, tuple(violations("label", TAGS, {"tags": ["a", "a"]})))) is None
+    assert writer.event(TextDelta("Let me look.")) is None  # the client has the first attempt's text
+    assert writer.event(ToolCallStarted(0, "call_2", "f")) is not None
+    quiet = ChunkWriter(model="m", completion_id="c")
+    assert quiet.event(SchemaRepair(1, ())) is None and quiet.event(TextDelta("Hi.")) is not None
 
 
 def test_each_call_of_a_rejected_turn_reads_its_own_result() -> None:

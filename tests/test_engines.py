@@ -136,7 +136,9 @@ def test_lark_and_regex_snapshots() -> None:
         'r_get_customer_args: "{" r_ws_in "\\"customer_id\\": " r_get_customer_args_customer_id r_ws_in "}"\n'
         "r_get_customer_args_customer_id: r_json_string\n"
         'r_json_string: "\\"" (r_json_char)* "\\""\n'
-        'r_json_char: /[^\\x{22}\\x{5C}\\x{0}-\\x{1F}]/ | "\\\\" (/[\\x{22}\\x{5C}\\x{2F}bfnrt]/ | "u" (/[0-9a-fA-F]/){4,4})\n'
+        'r_json_char: /[^\\x{22}\\x{5C}\\x{0}-\\x{1F}]/ | "\\\\" (/[\\x{22}\\x{5C}\\x{2F}bfnrt]/ | "u" (/[0-9a-cA-Ce-fE-F]/ '
+        '(/[0-9a-fA-F]/){3,3} | /[dD]/ /[0-7]/ (/[0-9a-fA-F]/){2,2} | /[dD]/ /[89abAB]/ (/[0-9a-fA-F]/){2,2} "\\\\u" /[dD]/ '
+        '/[c-fC-F]/ (/[0-9a-fA-F]/){2,2}))\n'
     )
     g = build_grammar(get_family("llama3"), one_tool({"type": "object", "properties": {"n": {"enum": [1, 2]}}}), "required",
                       parallel_tool_calls=False)

@@ -129,7 +129,9 @@ def test_gbnf_snapshot() -> None:
         'get-customer-args ::= "{" ws-in "\\"customer_id\\": " get-customer-args-customer-id ws-in "}"\n'
         "get-customer-args-customer-id ::= json-string\n"
         'json-string ::= "\\"" json-char* "\\""\n'
-        'json-char ::= [^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" [0-9a-fA-F]{4,4})\n'
+        # A \\u escape is a code point outside the surrogates, or a high surrogate and a low one.
+        'json-char ::= [^"\\\\\\x00-\\x1f] | "\\\\" (["\\\\/bfnrt] | "u" ([0-9a-cA-Ce-fE-F] [0-9a-fA-F]{3,3} | '
+        '[dD] [0-7] [0-9a-fA-F]{2,2} | [dD] [89abAB] [0-9a-fA-F]{2,2} "\\\\u" [dD] [c-fC-F] [0-9a-fA-F]{2,2}))\n'
     )
 
 

@@ -16,6 +16,8 @@ import openai
 import pytest
 from conftest import require_backend
 
+from localtools._parse import disguised_calls
+
 pytestmark = pytest.mark.model
 
 _spec = importlib.util.spec_from_file_location("serve_load", Path(__file__).parents[1] / "benchmarks" / "serve_load.py")
@@ -343,3 +345,55 @@ def test_langchain_create_agent_with_a_system_message_and_an_unrelated_tool(qwen
     # Once this answer was call JSON with an invented name; now a text answer never opens like one.
     assert not answer.lstrip().startswith('{"name"'), answer
     assert seen == ["cust-1001"] and "pro" in answer.lower()
+
+
+SYSTEM_MESSAGES = [
+    "You are a helpful support assistant.",
+    "You are a customer service agent for a subscription software company. Be concise.",
+    "You are an AI assistant. Use the tools available to you when they help answer the user.",
+    "Answer the user's questions accurately. Reply in English.",
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.",
+    "You work on the billing team. Customers ask about their accounts; look things up before answering.",
+]
+UNRELATED = [
+    {"type": "function", "function": {"name": "convert_temperature", "description": "Convert Celsius to Fahrenheit.",
+                                      "parameters": {"type": "object", "properties": {"celsius": {"type": "number"}},
+                                                     "required": ["celsius"]}}},
+    WEATHER,
+    {"type": "function", "function": {"name": "send_email", "description": "Send an email to an address.",
+                                      "parameters": {"type": "object", "properties": {
+                                          "to": {"type": "string"}, "subject": {"type": "string"},
+                                          "body": {"type": "string"}}, "required": ["to", "subject", "body"]}}},
+]
+
+
+@pytest.mark.parametrize("system", SYSTEM_MESSAGES)
+def test_the_seeds_question_gets_a_real_call_under_every_system_message_beside_three_unrelated_tools(
+        qwen_url: str, system: str) -> None:
+    # Whatever the model writes, a call never leaves as text: it is a real call, checked, or the turn
+    # is decoded again; with these prompts the 0.5B model's answer is a get_customer call.
+    for stream in (False, True):
+        request: dict[str, Any] = {"model": "m", "messages": [{"role": "system", "content": system},
+                                                             {"role": "user", "content": QUESTION}],
+                                   "tools": [*UNRELATED, CUSTOMER], "max_tokens": 96}
+        with httpx.Client(base_url=qwen_url, timeout=300) as http:
+            if stream:
+                text = ""
+                calls: dict[int, dict[str, str]] = {}
+                with http.stream("POST", "/chat/completions", json={**request, "stream": True}) as res:
+                    for line in res.iter_lines():
+                        if line.startswith("data: {"):
+                            delta = json.loads(line[6:])["choices"][0]["delta"]
+                            text += delta.get("content") or ""
+                            for c in delta.get("tool_calls") or []:
+                                entry = calls.setdefault(c["index"], {"name": "", "arguments": ""})
+                                entry["name"] += c.get("function", {}).get("name") or ""
+                                entry["arguments"] += c.get("function", {}).get("arguments") or ""
+                found = list(calls.values())
+            else:
+                message = http.post("/chat/completions", json=request).json()["choices"][0]["message"]
+                text = message.get("content") or ""
+                found = [c["function"] for c in message.get("tool_calls") or []]
+        assert not disguised_calls(text), text
+        assert [c["name"] for c in found] == ["get_customer"], (system, stream, text, found)
+        assert json.loads(found[0]["arguments"])["customer_id"] == "cust-1001"

@@ -102,7 +102,7 @@ def verify_reply(grammar: Grammar | None, text: str, ended: str, *, engine: str)
     how = "ended" if ended == "eog" else f"was cut ({ended})"
     raise EngineIgnoredGrammar(
         f"{engine} replied with text the request's grammar cannot produce (the reply {how}): the engine dropped "
-        f"or misread the constraint, so the reply is not read for calls. Reply: {text[:200]!r}. Check that the "
+        f"or misread the constraint, so the reply is not read for calls (it is in .raw). Check that the "
         "engine supports grammars in this request field (an old or newer engine may ignore it)",
         engine=engine, raw=text)
 

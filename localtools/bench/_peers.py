@@ -42,6 +42,8 @@ class PeerReply:
     #: the call was refused in the end (``SchemaViolation``).
     repairs: int = 0
     refused: bool = False
+    #: Times the turn was decoded again because its text read as a call (our constrained modes).
+    disguises_caught: int = 0
 
 
 class Peer(Protocol):
@@ -146,7 +148,7 @@ class ModelPeer:
 
     def chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *, tool_choice: str,
              max_tokens: int) -> PeerReply:
-        from .._errors import GenerationTruncated, SchemaViolation, ToolCallParseError
+        from .._errors import DisguisedCall, GenerationTruncated, SchemaViolation, ToolCallParseError
 
         # Modes share a backend's prompt cache; each must pay for its own prompt for the times to compare.
         drop = getattr(self._model.backend, "drop_prompt_cache", None)
@@ -160,9 +162,11 @@ class ModelPeer:
             refused = isinstance(exc, SchemaViolation)
             return PeerReply({"role": "assistant", "content": exc.raw}, time.perf_counter() - start,
                              error=f"{type(exc).__name__}: {str(exc)[:200]}", raw=exc.raw,
-                             repairs=exc.repairs if isinstance(exc, SchemaViolation) else 0, refused=refused)
+                             repairs=exc.repairs if isinstance(exc, SchemaViolation) else 0, refused=refused,
+                             disguises_caught=exc.retries if isinstance(exc, DisguisedCall) else 0)
         return PeerReply(reply.message(), reply.latency, reply.prompt_tokens, reply.completion_tokens,
-                         reply.prompt_seconds, reply.decode_seconds, raw=reply.raw, repairs=reply.schema_repairs)
+                         reply.prompt_seconds, reply.decode_seconds, raw=reply.raw, repairs=reply.schema_repairs,
+                         disguises_caught=reply.disguise_retries)
 
 
 class NativePeer(ModelPeer):

@@ -68,6 +68,8 @@ class CaseResult:
     #: Turns generated again because a call broke its schema, and whether it was refused at last.
     repairs: int = 0
     refused: bool = False
+    #: Times the turn was decoded again because its text read as a call.
+    disguises_caught: int = 0
 
 
 def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) -> str:
@@ -101,6 +103,7 @@ def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> Cas
     result.prompt_seconds, result.decode_seconds = reply.prompt_seconds, reply.decode_seconds
     result.raw = reply.raw or (json.dumps(reply.message, ensure_ascii=False) if reply.message else "")
     result.repairs, result.refused = reply.repairs, reply.refused
+    result.disguises_caught = reply.disguises_caught
     if reply.error:
         result.reason = reply.error
         return result
@@ -192,6 +195,8 @@ def summarize(results: list[CaseResult], modes: Sequence[Mode]) -> list[dict[str
                 # Cases whose call broke its schema and was generated again; cases refused at last.
                 "calls_repaired": sum(1 for r in group if r.repairs),
                 "calls_refused": sum(1 for r in group if r.refused),
+                # Cases whose text read as a call and were decoded again (caught before they left).
+                "disguises_caught": sum(1 for r in group if r.disguises_caught),
                 "latency_p50": statistics.median([r.latency for r in answered]) if answered else None,
                 "latency_p95": _percentile([r.latency for r in answered], 0.95) if answered else None,
                 "ttft_p50": statistics.median([r.prompt_seconds or 0.0 for r in timed]) if timed else None,

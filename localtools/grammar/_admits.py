@@ -7,15 +7,16 @@ per keyword path, which of the two enforces it, or that neither does.
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from .._check import violations
+from .._drafts import IGNORED_IN_2020_12
 from .._errors import UnsupportedSchema
 from ._expr import Grammar
-from ._formats import FORMATS
 from ._match import matches
 from ._schema import _ANNOTATIONS, Enforcement, SchemaGrammar
 from ._syntax import args_rule
@@ -90,10 +91,13 @@ _ASSERTIONS = frozenset({
     "maxProperties", "minProperties", "required", "dependentRequired", "allOf", "anyOf", "oneOf", "not", "if",
     "then", "else", "dependentSchemas", "prefixItems", "items", "contains", "properties", "patternProperties",
     "additionalProperties", "propertyNames", "unevaluatedItems", "unevaluatedProperties", "$ref", "$dynamicRef",
-    "format", "additionalItems", "dependencies",
+    "format",
 })
+#: Keywords jsonschema reports as themselves when a value breaks a subschema below them: labelled
+#: grammar only where the grammar says those subschemas whole.
+_WHOLE = ("anyOf", "contains")
 _ONE = ("additionalProperties", "items", "not", "if", "then", "else", "contains", "propertyNames",
-        "unevaluatedItems", "unevaluatedProperties", "additionalItems")
+        "unevaluatedItems", "unevaluatedProperties")
 _MANY = ("prefixItems", "anyOf", "oneOf", "allOf")
 _MAP = ("properties", "patternProperties", "dependentSchemas", "$defs", "definitions")
 
@@ -121,11 +125,16 @@ def schema_report(parameters: dict[str, Any]) -> list[KeywordEnforcement]:
         for key, value in node.items():
             if key in _ANNOTATIONS:
                 how = None
+            elif key in IGNORED_IN_2020_12:
+                # No 2020-12 keyword: the check ignores it, so nobody enforces it whatever the grammar does.
+                how = Enforcement.UNSUPPORTED
+            elif key == "format":
+                how = sg.note_at(path, key)
+                if how in (None, Enforcement.CHECKED):
+                    # Not said by the grammar here (another keyword took the string): the check's, if it knows it.
+                    how = Enforcement.CHECKED if value in checked else Enforcement.UNSUPPORTED
             elif (how := sg.note_at(path, key)) is not None:
                 pass
-            elif key == "format":
-                how = (Enforcement.CHECKED if value in checked else Enforcement.UNSUPPORTED) \
-                    if value not in FORMATS else Enforcement.NARROWED
             elif key in _ASSERTIONS:
                 how = Enforcement.CHECKED
             else:
@@ -144,6 +153,28 @@ def schema_report(parameters: dict[str, Any]) -> list[KeywordEnforcement]:
                     walk(sub, _sub(path, key, name))
 
     walk(parameters, "")
+    return _whole_branches(out)
+
+
+def _whole_branches(report: list[KeywordEnforcement]) -> list[KeywordEnforcement]:
+    """``report`` with each ``anyOf``/``contains`` labelled grammar only where every assertion
+    below it is: a value may break them through any keyword of theirs."""
+    out = list(report)
+    # The paths of the keywords the grammar does not say whole, sorted: those below a path are a run.
+    weak = sorted(e.path for e in out if e.enforcement in (Enforcement.NARROWED, Enforcement.CHECKED))
+    # Deepest first: an inner anyOf settles before the one around it.
+    for i in sorted(range(len(out)), key=lambda i: -out[i].path.count("/")):
+        e = out[i]
+        if e.keyword not in _WHOLE or e.enforcement is not Enforcement.GRAMMAR:
+            continue
+        below = _sub(e.path, e.keyword)
+        j = bisect.bisect_left(weak, below)
+        while j < len(weak) and weak[j].startswith(below):
+            if weak[j] == below or weak[j].startswith(below + "/"):
+                out[i] = KeywordEnforcement(e.path, e.keyword, Enforcement.NARROWED)
+                bisect.insort(weak, e.path)
+                break
+            j += 1
     return out
 
 

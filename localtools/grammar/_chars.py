@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__: list[str] = []
+__all__ = ["is_surrogate"]
 
 
 def _class_items(body: str) -> tuple[bool, list[tuple[str, str]]]:
@@ -44,8 +44,16 @@ def _class_chars(body: str) -> list[str]:
     return items
 
 def _class_match(body: str, ch: str) -> bool:
+    if is_surrogate(ch):
+        return False
     negate, ranges = _class_items(body)
     return any(a <= ch <= b for a, b in ranges) != negate
+
+
+def is_surrogate(ch: str) -> bool:
+    """A lone surrogate code point: no UTF-8 text holds one, so no class of any engine (they all
+    read UTF-8) matches it; a Python string can, and the matcher must agree with the engines."""
+    return "\ud800" <= ch <= "\udfff"
 
 def _regex_char(ch: str) -> str:
     # Alphanumerics stay as they are; everything else is a code-point escape, which means the same

@@ -112,9 +112,11 @@ def seq(*items: Expr) -> Expr:
 
 def alt(*options: Expr) -> Expr:
     out: list[Expr] = []
+    seen: set[Expr] = set()  # a set, not a scan of ``out``: an enum of thousands stays linear
     for o in options:
         for x in o.options if isinstance(o, Alt) else (o,):
-            if x not in out:
+            if x not in seen:
+                seen.add(x)
                 out.append(x)
     if Lit("") in out and len(out) > 1:
         # An empty alternative reads better (and parses everywhere) as an optional group.

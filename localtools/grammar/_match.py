@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Generator
 
-from ._chars import _class_items, _class_match
+from ._chars import _class_items, _class_match, is_surrogate
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until
 from ._text import text_ends, until_end
 
@@ -98,7 +98,8 @@ def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[st
         if isinstance(e, Chars):
             return frozenset((pos + 1,)) if pos < len(text) and _class_match(e.body, text[pos]) else frozenset()
         if isinstance(e, Any_):
-            return frozenset((pos + 1,)) if pos < len(text) else frozenset()
+            # Any character, as engines read UTF-8: never a lone surrogate.
+            return frozenset((pos + 1,)) if pos < len(text) and not is_surrogate(text[pos]) else frozenset()
         return None
 
     memo: dict[tuple[int, int], frozenset[int]] = {}

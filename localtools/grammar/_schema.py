@@ -13,27 +13,54 @@ Every keyword is enforced by the grammar where a context-free grammar says it ex
 most ``format``\\s, ``prefixItems``/``items``, item counts, ``anyOf``, ``$ref``), narrowed where
 it says part of it (number ranges, ``allOf``, ``oneOf``, dates), and otherwise left to the check
 after decoding (``localtools._check``); ``notes`` records which, per keyword path.
+
+An undeclared key is written in its one canonical spelling and is none of the declared keys; a
+string is valid UTF-8 (no lone surrogate escape); a number is below ``10**308`` (``_ranges``).
+Building is bounded: ``MAX_DEPTH`` levels of nesting and ``MAX_NODES`` expression nodes, past which
+the schema is refused by name; const and enum values are spelled one rule per object, every key
+order exactly up to ``MAX_ORDERED_KEYS`` keys, in any order past it (the check holds the count).
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import math
+from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import unquote
 
 from .._errors import UnsupportedSchema
-from ._expr import Chars, Expr, Grammar, Lit, Ref, Repeat, alt, seq
+from ._expr import Alt, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 from ._formats import EXACT, FORMATS
-from ._ranges import int_range, number_range
+from ._ranges import MAX_DIGITS, int_range, number, number_range
 from ._regex import Untranslatable, canonical_char, chars_expr, pattern_expr, regex_expr
 
 __all__ = ["LAYOUTS", "Enforcement", "SchemaGrammar", "UnsupportedSchema", "layout_whitespace", "object_members"]
 
 LAYOUTS = ("compact", "natural")
 _INDENT = seq(Lit("\n"), Repeat(Chars(" \\t"), 0, 20))
+
+
+#: Schemas nested deeper than this (properties in properties, items in items, ...) are refused:
+#: building recurses once per level.
+MAX_DEPTH = 64
+#: Expression nodes one grammar's schemas may add: past it the schema is refused by name.
+MAX_NODES = 400_000
+#: An object of a const or enum value with at most this many keys is spelled in every key order,
+#: exactly (one rule per set of keys still to come, 2**n of them); a larger one as any of its
+#: members, each with its exact value, as many times as it has keys (the check does the rest).
+MAX_ORDERED_KEYS = 5
+#: Expression nodes one const or enum may take spelled exactly; past it, each object's keys are
+#: spelled in any order as above, and past 8 times this (or MAX_ENUM values) the grammar leaves
+#: the keyword to the check.
+MAX_CONST_NODES = 20_000
+MAX_ENUM = 10_000
+
+
+class _TooLarge(UnsupportedSchema):
+    """A schema past the bounds on building (depth, size): refused whole, never dropped as one
+    branch of many."""
 
 
 class Enforcement(Enum):
@@ -49,6 +76,9 @@ class Enforcement(Enum):
     UNSUPPORTED = "unsupported"
 
 
+_STRENGTH = {Enforcement.GRAMMAR: 3, Enforcement.NARROWED: 2, Enforcement.CHECKED: 1, Enforcement.UNSUPPORTED: 0}
+
+
 def layout_whitespace(grammar: Grammar, layout: str) -> tuple[Expr, Expr]:
     """(inside, separator): the whitespace after an opening / before a closing bracket, and after a comma."""
     if layout == "compact":
@@ -61,10 +91,15 @@ def layout_whitespace(grammar: Grammar, layout: str) -> tuple[Expr, Expr]:
     return Ref("ws-in"), Ref("ws-sep")
 
 _STRING_CHAR = Chars('^"\\\\\\x00-\\x1f')
-_ESCAPE = seq(Lit("\\"), alt(Chars('"\\\\/bfnrt'), seq(Lit("u"), Repeat(Chars("0-9a-fA-F"), 4, 4))))
-_INT = seq(Repeat(Lit("-"), 0, 1), alt(Chars("0-9"), seq(Chars("1-9"), Repeat(Chars("0-9"), 1, 15))))
-_FRAC = Repeat(seq(Lit("."), Repeat(Chars("0-9"), 1, 16)), 0, 1)
-_EXP = Repeat(seq(Chars("eE"), Repeat(Chars("-+"), 0, 1), Repeat(Chars("0-9"), 1, 3)), 0, 1)
+_HEX = Chars("0-9a-fA-F")
+# A \u escape is valid UTF-16 read as UTF-8 text: a code point outside the surrogates, or a high
+# surrogate followed by a low one (a lone surrogate is no character, and no engine emits one).
+_UNICODE_ESCAPE = alt(seq(Chars("0-9a-cA-Ce-fE-F"), Repeat(_HEX, 3, 3)), seq(Chars("dD"), Chars("0-7"), Repeat(_HEX, 2, 2)),
+                      seq(Chars("dD"), Chars("89abAB"), Repeat(_HEX, 2, 2), Lit("\\u"), Chars("dD"), Chars("c-fC-F"),
+                          Repeat(_HEX, 2, 2)))
+_ESCAPE = seq(Lit("\\"), alt(Chars('"\\\\/bfnrt'), seq(Lit("u"), _UNICODE_ESCAPE)))
+# Integers below 10**308 (finite as a double; see _ranges).
+_INT = seq(Repeat(Lit("-"), 0, 1), alt(Chars("0-9"), seq(Chars("1-9"), Repeat(Chars("0-9"), 1, MAX_DIGITS - 1))))
 _TYPES = ("object", "array", "string", "number", "boolean", "null")
 #: Keywords that constrain one type only: a schema without "type" that has one constrains that
 #: type and leaves the others free.
@@ -104,30 +139,22 @@ def _dump(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _spellings(value: Any, fraction: bool = True) -> Expr:
-    """The ways a JSON value equal to ``value`` is written: a whole number with or without ".0"
-    (with ``fraction``), the keys of a small object in any order."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer() \
-            and abs(value) < 2 ** 53:
-        whole = str(int(value))
-        return alt(Lit(whole), Lit(whole + ".0")) if fraction else Lit(whole)
-    if isinstance(value, list):
-        parts: list[Expr] = []
-        for i, v in enumerate(value):
-            parts += [Lit(", ")] if i else []
-            parts.append(_spellings(v, fraction))
-        return seq(Lit("["), *parts, Lit("]"))
+def _whole(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and float(value).is_integer() \
+        and abs(value) < 2 ** 53
+
+
+def _cost(value: Any, ordered: bool, depth: int = 0) -> int:
+    """About how many expression nodes ``SchemaGrammar._values`` takes for ``value`` (too many past MAX_DEPTH)."""
+    if depth > MAX_DEPTH:
+        return MAX_NODES + 1
     if isinstance(value, dict):
-        orders = list(itertools.permutations(value)) if len(value) <= 4 else [tuple(value)]
-        options = []
-        for order in orders:
-            members: list[Expr] = []
-            for i, k in enumerate(order):
-                members += [Lit(", ")] if i else []
-                members += [Lit(_dump(k) + ": "), _spellings(value[k], fraction)]
-            options.append(seq(Lit("{"), *members, Lit("}")))
-        return alt(*options)
-    return Lit(_dump(value))
+        n = len(value)
+        members = n * 2 ** (n - 1) if ordered and n <= MAX_ORDERED_KEYS else n
+        return 2 + 4 * members + sum(_cost(v, ordered, depth + 1) for v in value.values())
+    if isinstance(value, list):
+        return 2 + sum(2 + _cost(v, ordered, depth + 1) for v in value)
+    return 1 + len(_dump(value)) // 16
 
 
 def _pointer(path: str, *parts: Any) -> str:
@@ -185,15 +212,34 @@ class SchemaGrammar:
         # A schema met again shares its first rule, and so its notes: path -> the first path.
         self._paths: dict[str, str] = {}
         self._aliases: dict[str, str] = {}
+        #: Paths built as one branch among others that need not exclude each other (then, else).
+        self._loose: set[str] = set()
+        self._depth = 0
+        self._where = ""  # the path of the schema being built, for errors
+        #: Expression nodes added so far, against MAX_NODES.
+        self.size = 0
+        self._serial = 0
+        self._tries: dict[tuple[str, ...], Expr] = {}
 
     def _bracketed(self, open_: str, body: Expr, close: str) -> Expr:
         return seq(Lit(open_), self._in, body, self._in, Lit(close))
 
     def _note(self, path: str, keyword: str, how: Enforcement) -> None:
-        self.notes.setdefault((path, keyword), how)
+        # A keyword built more than once at one path (one rule per type) is as strong as its
+        # weakest build.
+        old = self.notes.get((path, keyword))
+        if old is None or _STRENGTH[how] < _STRENGTH[old]:
+            self.notes[(path, keyword)] = how
 
     def note_at(self, path: str, keyword: str) -> Enforcement | None:
         """Who enforces ``keyword`` of the schema at ``path``, where the grammar took it on."""
+        how = self._note_at(path, keyword)
+        if how is Enforcement.GRAMMAR and any(path == p or path.startswith(p + "/") for p in self._loose):
+            # Down one branch of if/then/else, the other branch is a way around the keyword.
+            return Enforcement.NARROWED
+        return how
+
+    def _note_at(self, path: str, keyword: str) -> Enforcement | None:
         seen: set[str] = set()
         while path not in seen:
             seen.add(path)
@@ -219,7 +265,7 @@ class SchemaGrammar:
         return self._prim("json-int", _INT)
 
     def number(self) -> Ref:
-        return self._prim("json-number", seq(_INT, _FRAC, _EXP))
+        return self._prim("json-number", number())
 
     def boolean(self) -> Ref:
         return self._prim("json-bool", alt(Lit("true"), Lit("false")))
@@ -244,17 +290,21 @@ class SchemaGrammar:
         self._root_key = json.dumps(schema, sort_keys=True, default=str)
         self._anchors = {}
 
-        def walk(node: Any) -> None:
+        # A loop, not recursion: a schema may nest deeper than Python recurses. An anchor inside
+        # a nested resource (a subschema with its own $id) is that resource's: the document's own
+        # anchor of the same name wins.
+        nested: dict[str, Any] = {}
+        stack: list[tuple[Any, bool]] = [(schema, False)]
+        while stack:
+            node, inner = stack.pop()
             if isinstance(node, dict):
+                inner = inner or (node is not schema and "$id" in node)
                 if isinstance(node.get("$anchor"), str):
-                    self._anchors[node["$anchor"]] = node
-                for v in node.values():
-                    walk(v)
+                    (nested if inner else self._anchors)[node["$anchor"]] = node
+                stack.extend((v, inner) for v in reversed(list(node.values())))
             elif isinstance(node, list):
-                for v in node:
-                    walk(v)
-
-        walk(schema)
+                stack.extend((v, inner) for v in reversed(node))
+        self._anchors = {**nested, **self._anchors}
 
     def _target(self, ref: Any, name: str, path: str) -> Any:
         if not isinstance(ref, str) or not ref.startswith("#"):
@@ -302,11 +352,34 @@ class SchemaGrammar:
                 self._aliases.setdefault(path, first)
             return self._cache[key]
         self._paths[key] = path
+        if len(hint) > 48:
+            # Names grow with nesting ("args-v-item-item-..."): keep them short, so the grammar's
+            # text grows with the schema's, not with its square.
+            hint = hint[:24] + "-" + hint[-23:]
         name = self.g.unique_name(hint)
         ref = self.g.add(name, Lit(""))  # reserve the name first: schemas may be recursive
         self._cache[key] = ref
-        self.g.rules[name] = self._expr(schema, name, path)
+        if self._depth >= MAX_DEPTH:
+            raise _TooLarge(f"{name}: schemas nest deeper than {MAX_DEPTH} levels", keyword=_last_keyword(path),
+                                    path=path)
+        self._depth += 1
+        outer, self._where = self._where, path
+        try:
+            expr = self._expr(schema, name, path)
+        finally:
+            self._depth -= 1
+            self._where = outer
+        self._count(expr, path)
+        self.g.rules[name] = expr
         return ref
+
+    def _count(self, expr: Expr, path: str, keyword: str = "") -> None:
+        """Adds ``expr``'s size (as rendered: shared parts counted each time) to the grammar's."""
+        self.size += _size(expr)
+        if self.size > MAX_NODES:
+            path = path or self._where
+            raise _TooLarge(f"the schema needs a grammar of more than {MAX_NODES} expression nodes",
+                            keyword=keyword or _last_keyword(path) or "type", path=path)
 
     def _expr(self, schema: Any, name: str, path: str) -> Expr:
         if schema is True or schema == {} or schema is None:
@@ -338,11 +411,10 @@ class SchemaGrammar:
                 if not values:
                     raise UnsupportedSchema(f"{name}: no {keyword} value has the type {schema['type']!r}",
                                             keyword=keyword, path=path)
-            self._note(path, keyword, Enforcement.GRAMMAR)
             # An integer typed so is written as one; untyped, 1.0 equals 1 and may be written so.
             kinds = schema.get("type")
             fraction = kinds is None or "number" in (kinds if isinstance(kinds, list) else [kinds])
-            return alt(*(_spellings(v, fraction) for v in values))
+            return self._values(schema, values, keyword, fraction, name, path)
         if "anyOf" in schema or "oneOf" in schema:
             key = "anyOf" if "anyOf" in schema else "oneOf"
             self._note(path, key, Enforcement.GRAMMAR if key == "anyOf" else Enforcement.NARROWED)
@@ -355,22 +427,15 @@ class SchemaGrammar:
                 try:
                     branches.append(self.rule(part, f"{name}-{i}", _pointer(path, key, i)))
                 except UnsupportedSchema as exc:
-                    if len(schema[key]) == 1 or exc.keyword == "$ref":
+                    if len(schema[key]) == 1 or exc.keyword == "$ref" or isinstance(exc, _TooLarge):
                         raise
                     # A branch that admits nothing (or that the grammar cannot say) is one less
                     # way to be valid, never a way to be invalid.
             if not branches:
                 raise UnsupportedSchema(f"{name}: no branch of {key} can be built", keyword=key, path=path)
             return alt(*branches)
-        if "if" in schema and "then" in schema and "else" in schema and all(
-                isinstance(schema[k], dict) for k in ("then", "else")):
-            # A valid value meets "then" or "else", whichever "if" picks: either branch, narrowed.
-            self._note(path, "if", Enforcement.NARROWED)
-            base = {k: v for k, v in schema.items() if k not in ("if", "then", "else", *_ANNOTATIONS)}
-            # A value down the "then" branch met "if" as well.
-            met = _joined(base, schema["if"]) if isinstance(schema["if"], dict) else base
-            return alt(self.rule(_joined(met, schema["then"]), f"{name}-then", _pointer(path, "then")),
-                       self.rule(_joined(base, schema["else"]), f"{name}-else", _pointer(path, "else")))
+        if "if" in schema and ("then" in schema or "else" in schema):
+            return self._conditional(schema, name, path)
         if "allOf" in schema:
             self._note(path, "allOf", Enforcement.NARROWED)
             return self._expr(self._merged(schema, name, path), name, path)
@@ -414,6 +479,110 @@ class SchemaGrammar:
             return self._object(schema, name, path)
         raise UnsupportedSchema(f"{name}: unsupported type {kind!r}", keyword="type", path=path)
 
+    def _values(self, schema: dict[str, Any], values: list[Any], keyword: str, fraction: bool, name: str,
+                path: str) -> Expr:
+        """The spellings of ``values`` (a const or enum): exact while small, bounded always."""
+        ordered = sum(_cost(v, True) for v in values) <= MAX_CONST_NODES
+        if not ordered and (len(values) > MAX_ENUM or sum(_cost(v, False) for v in values) > 8 * MAX_CONST_NODES):
+            # Too large to spell: the grammar holds the value to the rest of its schema only.
+            self._note(path, keyword, Enforcement.CHECKED)
+            rest = {k: v for k, v in schema.items() if k not in ("const", "enum")}
+            return self._expr(rest, name, path)
+        exact = [True]
+        memo: dict[tuple[str, bool], Expr] = {}
+
+        def spell(value: Any, depth: int) -> Expr:
+            if depth > MAX_DEPTH:
+                raise _TooLarge(f"{name}: {keyword} nests deeper than {MAX_DEPTH} levels", keyword=keyword,
+                                        path=path)
+            if _whole(value):
+                whole = str(int(value))
+                return alt(Lit(whole), Lit(whole + ".0")) if fraction else Lit(whole)
+            if not isinstance(value, (dict, list)):
+                return Lit(_dump(value))
+            key = (json.dumps(value, sort_keys=True), ordered)
+            if key not in memo:
+                memo[key] = self._container(value, lambda v: spell(v, depth + 1), ordered, exact, name, (keyword, path))
+            return memo[key]
+
+        out = alt(*(spell(v, 0) for v in values))
+        self._note(path, keyword, Enforcement.GRAMMAR if exact[0] else Enforcement.NARROWED)
+        return out
+
+    def _container(self, value: Any, spell: Callable[[Any], Expr], ordered: bool, exact: list[bool], name: str,
+                   where: tuple[str, str]) -> Expr:
+        """A list or object of a const/enum value as a rule of its own (so nesting adds, not multiplies)."""
+        if isinstance(value, list):
+            parts: list[Expr] = []
+            for i, v in enumerate(value):
+                parts += [Lit(", ")] if i else []
+                parts.append(spell(v))
+            return self._value_rule(name, where, seq(Lit("["), *parts, Lit("]")))
+        if not value:
+            return Lit("{}")
+        members = {k: seq(Lit(_dump(k) + ": "), spell(v)) for k, v in value.items()}
+        if ordered and len(value) <= MAX_ORDERED_KEYS:
+            # Every key order, exactly: one rule per set of keys still to come.
+            after: dict[frozenset[str], Expr] = {}
+
+            def rest(left: frozenset[str]) -> Expr:
+                if not left:
+                    return Lit("}")
+                if left not in after:
+                    after[left] = self._value_rule(name, where, alt(*(seq(Lit(", "), members[k], rest(left - {k}))
+                                                               for k in value if k in left)))
+                return after[left]
+
+            everything = frozenset(value)
+            return self._value_rule(name, where, alt(*(seq(Lit("{"), members[k], rest(everything - {k})) for k in value)))
+        # Any of its members, as many as it has keys: linear, but a repeated or missing key is the check's.
+        exact[0] = False
+        member = self._value_rule(name, where, alt(*members.values()))
+        return self._value_rule(name, where, seq(Lit("{"), member, Repeat(seq(Lit(", "), member), len(value) - 1,
+                                                                     len(value) - 1), Lit("}")))
+
+    def _value_rule(self, name: str, where: tuple[str, str], expr: Expr) -> Expr:
+        self._count(expr, where[1], where[0])
+        return self.g.add(self._serial_name(f"{name}-c"), expr)
+
+    def _conditional(self, schema: dict[str, Any], name: str, path: str) -> Expr:
+        """``if``/``then``/``else``: a valid value meets "then" or "else", whichever "if" picks, and
+        the grammar offers either branch (a missing one admits anything). Keys any of the three
+        declares are declared in both branches (any value where the branch says nothing), so a
+        value valid down one branch never loses a key another one names."""
+        self._note(path, "if", Enforcement.NARROWED)
+        cond, then, other = schema["if"], schema.get("then", True), schema.get("else", True)
+        base = {k: v for k, v in schema.items() if k not in ("if", "then", "else", *_ANNOTATIONS)}
+        parts = [p for p in (cond, then, other) if isinstance(p, dict)]
+        declared: dict[str, Any] = {k: {} for p in parts for k in (p.get("properties") or {}) if isinstance(p.get("properties"), dict)}
+        free = not any(k in base for k in ("properties", "required", "additionalProperties", "patternProperties",
+                                           "unevaluatedProperties", "propertyNames"))
+        branches: list[Expr] = []
+        for word, steps in (("then", [cond, then]), ("else", [other])):
+            if any(p is False for p in steps[-1:]):
+                continue  # a branch that admits nothing
+            out = base
+            for part in steps:
+                if isinstance(part, dict):
+                    out = _joined(out, part)
+            kinds = out.get("type", "object")
+            if declared and (kinds == "object" or (isinstance(kinds, list) and "object" in kinds)):
+                known: dict[str, Any] = out["properties"] if isinstance(out.get("properties"), dict) else {}
+                out = {**out, "properties": {**known, **{k: v for k, v in declared.items() if k not in known}}}
+                if free:
+                    # The schema itself declares no keys: its objects stay free-form.
+                    out.setdefault("additionalProperties", True)
+            where = _pointer(path, word)
+            self._loose.add(where)
+            try:
+                branches.append(self.rule(out, f"{name}-{word}", where))
+            except UnsupportedSchema as exc:
+                if exc.keyword == "$ref" or isinstance(exc, _TooLarge):
+                    raise
+        if not branches:
+            raise UnsupportedSchema(f"{name}: neither branch of if/then/else admits a value", keyword="if", path=path)
+        return alt(*branches)
+
     def _each_type(self, schema: dict[str, Any], name: str, path: str, kinds: list[Any]) -> Expr:
         """One branch per type; a type whose keywords admit nothing is one fewer branch."""
         branches: list[Expr] = []
@@ -421,7 +590,7 @@ class SchemaGrammar:
             try:
                 branches.append(self.rule({**schema, "type": t}, f"{name}-{t}", path))
             except UnsupportedSchema as exc:
-                if len(kinds) == 1 or exc.keyword == "$ref":
+                if len(kinds) == 1 or exc.keyword == "$ref" or isinstance(exc, _TooLarge):
                     raise  # a reference it cannot follow is refused, never dropped with its type
         if not branches:
             raise UnsupportedSchema(f"{name}: no type the schema allows admits a value", keyword="type", path=path)
@@ -479,18 +648,30 @@ class SchemaGrammar:
 
     # -- strings ----------------------------------------------------------------------------------
     def _string(self, schema: dict[str, Any], name: str, path: str) -> Expr:
+        """One of ``pattern``, ``format`` and the lengths in the grammar, in that order: the grammar
+        cannot intersect them; the others are the check's."""
         pattern, fmt = schema.get("pattern"), schema.get("format")
+        chosen: Expr | None = None
         if isinstance(pattern, str):
             try:
-                expr = pattern_expr(pattern)
+                chosen = pattern_expr(pattern)
             except Untranslatable:
                 pass  # the check after decoding enforces it
+            except UnsupportedSchema as exc:
+                raise UnsupportedSchema(str(exc), keyword="pattern", path=path) from None
             else:
                 self._note(path, "pattern", Enforcement.GRAMMAR)
-                return expr
         if isinstance(fmt, str) and fmt in FORMATS:
-            self._note(path, "format", Enforcement.GRAMMAR if fmt in EXACT else Enforcement.NARROWED)
-            return seq(Lit('"'), self._prim(f"format-{fmt}", regex_expr(FORMATS[fmt], search=False)), Lit('"'))
+            if chosen is None:
+                self._note(path, "format", Enforcement.GRAMMAR if fmt in EXACT else Enforcement.NARROWED)
+                chosen = seq(Lit('"'), self._prim(f"format-{fmt}", regex_expr(FORMATS[fmt], search=False)), Lit('"'))
+            else:
+                self._note(path, "format", Enforcement.CHECKED)
+        if chosen is not None:
+            for keyword in ("minLength", "maxLength"):
+                if keyword in schema:
+                    self._note(path, keyword, Enforcement.CHECKED)
+            return chosen
         lo, hi = schema.get("minLength"), schema.get("maxLength")
         if lo is None and hi is None:
             return self.string()
@@ -511,11 +692,11 @@ class SchemaGrammar:
         lo_open = hi_open = False
         for key, is_open in (("minimum", False), ("exclusiveMinimum", True)):
             v = schema.get(key)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and (lo is None or v > lo or (v == lo and is_open)):
+            if _finite(v) and (lo is None or v > lo or (v == lo and is_open)):
                 lo, lo_open = v, is_open
         for key, is_open in (("maximum", False), ("exclusiveMaximum", True)):
             v = schema.get(key)
-            if isinstance(v, (int, float)) and not isinstance(v, bool) and (hi is None or v < hi or (v == hi and is_open)):
+            if _finite(v) and (hi is None or v < hi or (v == hi and is_open)):
                 hi, hi_open = v, is_open
         return lo, lo_open, hi, hi_open
 
@@ -565,7 +746,8 @@ class SchemaGrammar:
                 break
         if items is False:
             hi = len(prefix) if hi is None else min(hi, len(prefix))
-        for key in ("prefixItems", "items", "minItems", "maxItems", "additionalItems"):
+        # additionalItems is no 2020-12 keyword: followed with a list "items", never reported as enforced.
+        for key in ("prefixItems", "items", "minItems", "maxItems"):
             if key in schema:
                 self._note(path, key, Enforcement.GRAMMAR)
         if hi is not None and hi < lo:
@@ -607,7 +789,8 @@ class SchemaGrammar:
         items = schema.get("items", True)
         slot_schema = _joined(items, contains) if isinstance(items, dict) and isinstance(contains, dict) else contains
         slot = self.rule(slot_schema, f"{name}-contains", _pointer(path, "contains"))
-        self._note(path, "contains", Enforcement.GRAMMAR)
+        # At least so many: a most (maxContains) is the check's.
+        self._note(path, "contains", Enforcement.NARROWED if "maxContains" in schema else Enforcement.GRAMMAR)
         if "minContains" in schema:
             self._note(path, "minContains", Enforcement.GRAMMAR)
         before = Repeat(seq(rest, self._comma))
@@ -626,9 +809,18 @@ class SchemaGrammar:
                                         keyword="propertyNames", path=path)
             return self._bracketed("{", Lit(""), "}")
         props, required, _ = object_members(schema, name, path)
+        if isinstance(schema.get("propertyNames"), dict) and props:
+            props = self._named_keys(props, required, schema["propertyNames"], name, path)
         for key in ("properties", "required"):
             if key in schema:
                 self._note(path, key, Enforcement.GRAMMAR)
+        if props and any(sub is not False for sub in (schema.get("patternProperties") or {}).values()) \
+                and any(_may_match(pat, k) for pat in schema["patternProperties"] for k in props):
+            # A declared key a pattern matches could also be written as the pattern's member, its
+            # value held to the pattern's schema alone: the check holds it to both.
+            self._note(path, "properties", Enforcement.NARROWED)
+            self._loose.update(_pointer(path, "properties", k) for k in props
+                               if any(_may_match(pat, k) for pat in schema["patternProperties"]))
         members = [seq(Lit(_dump(k) + ": "), self.rule(v, f"{name}-{k}", _pointer(path, "properties", k)))
                    for k, v in props.items()]
         extra = self._extra_member(schema, name, path, list(props))
@@ -664,7 +856,12 @@ class SchemaGrammar:
             return None
         options: list[Expr] = []
         any_key: Expr = self.string()
-        if isinstance(names, dict):
+        if isinstance(names, dict) and declared:
+            # An undeclared key is none of the declared ones (else a declared key could come back
+            # with the wrong value); the grammar cannot also hold it to propertyNames, the check does.
+            any_key = self._key_not_in(declared)
+            self._note(path, "propertyNames", Enforcement.NARROWED)
+        elif isinstance(names, dict):
             any_key = self.rule({**names, "type": "string"}, f"{name}-key", _pointer(path, "propertyNames"))
             self._note(path, "propertyNames", Enforcement.GRAMMAR)
         for i, (pat, sub) in enumerate(patterns.items()):
@@ -675,9 +872,14 @@ class SchemaGrammar:
                 key = pattern_expr(pat) if not isinstance(names, dict) else any_key
             except Untranslatable:
                 key = any_key
+            except UnsupportedSchema as exc:
+                raise UnsupportedSchema(str(exc), keyword="patternProperties", path=path) from None
             options.append(seq(key, Lit(": "), value))
         if patterns:
             self._note(path, "patternProperties", Enforcement.NARROWED)
+            # An undeclared key may go by a pattern's member or the additional one, whichever
+            # its key and value fit: what sits below either is narrowed, the check holds both.
+            self._loose.update((_pointer(path, "patternProperties"), _pointer(path, "additionalProperties")))
         if extra is not False:
             key = any_key if isinstance(names, dict) or not declared else self._key_not_in(declared)
             value = self.rule(True if extra is None else extra, f"{name}-value", _pointer(path, "additionalProperties"))
@@ -689,24 +891,60 @@ class SchemaGrammar:
         return self._named(f"{name}-extra", alt(*options))
 
     def _key_not_in(self, keys: list[str]) -> Expr:
-        """A JSON string (canonical spelling) that is none of ``keys``."""
-        char = canonical_char()
-        tail = Repeat(char)
+        """A JSON string in its canonical spelling that is none of ``keys``: a trie of the keys
+        whose every node may leave it (a character no key has there, then anything), and whose
+        end quote closes only where no key ends. Canonical only, so no key comes back as an
+        escape (``\\u0061`` for ``a``). One rule per trie node: linear in the keys' length."""
+        known = tuple(sorted(set(keys)))
+        if known in self._tries:
+            return self._tries[known]
+        tail = self._prim("key-tail", seq(Repeat(canonical_char()), Lit('"')))
+        escaped = self._prim("key-escaped-char", chars_expr([(c, c) for c in _SPECIAL_CPS]))
+        nodes: dict[str, Expr] = {}
 
         def node(prefix: str) -> Expr:
+            if prefix in nodes:
+                return nodes[prefix]
             children = sorted({k[len(prefix)] for k in keys if k.startswith(prefix) and len(k) > len(prefix)})
             options: list[Expr] = [] if prefix in keys else [Lit('"')]
-            cps = [ord(c) for c in children]
-            others = [(0, 0x10FFFF)]
-            for cp in cps:
-                others = [r for a, b in others for r in ((a, cp - 1), (cp + 1, b)) if r[0] <= r[1]]
+            codes = {ord(c) for c in children}
+            plain = _ranges_without(_PLAIN, codes)
+            special = [c for c in _SPECIAL_CPS if c not in codes]
+            others: list[Expr] = [chars_expr(plain)] if plain else []
+            if len(special) == len(_SPECIAL_CPS):
+                others.append(escaped)
+            elif special:
+                others.append(chars_expr([(c, c) for c in special]))
             if others:
-                options.append(seq(chars_expr(others), tail, Lit('"')))
+                options.append(seq(alt(*others), tail))
             for ch in children:
+                if _is_surrogate(ch):
+                    continue  # no UTF-8 text holds it: nothing to exclude
                 options.append(seq(chars_expr([(ord(ch), ord(ch))]), node(prefix + ch)))
-            return alt(*options)
+            expr = alt(*options)
+            self._count(expr, "")
+            nodes[prefix] = self.g.add(self._serial_name("key-other") if prefix else self.g.unique_name("key-other"),
+                                       expr)
+            return nodes[prefix]
 
-        return self._named("key-other", seq(Lit('"'), node("")))
+        self._tries[known] = seq(Lit('"'), node(""))
+        return self._tries[known]
+
+    def _named_keys(self, props: dict[str, Any], required: set[str], names: dict[str, Any], name: str,
+                    path: str) -> dict[str, Any]:
+        """The declared keys ``propertyNames`` admits (a required one it refuses admits nothing)."""
+        import jsonschema
+
+        try:
+            validator = jsonschema.Draft202012Validator(names)
+            barred = [k for k in props if not validator.is_valid(k)]
+        except Exception:  # a reference it cannot follow alone, say: the check judges the keys
+            self._note(path, "propertyNames", Enforcement.CHECKED)
+            return props
+        if barred and any(k in required for k in barred):
+            raise UnsupportedSchema(f"{name}: required keys {[k for k in barred if k in required]} break "
+                                    "propertyNames", keyword="propertyNames", path=path)
+        return {k: v for k, v in props.items() if k not in barred}
 
     def members(self, name: str, members: list[Expr], required: list[bool], comma: Expr,
                 tails: tuple[Expr, Expr] | None = None) -> Expr:
@@ -740,7 +978,86 @@ class SchemaGrammar:
     def _named(self, base: str, expr: Expr) -> Expr:
         if isinstance(expr, Lit):
             return expr
+        self._count(expr, "")
         return self.g.add(self.g.unique_name(base), expr)
+
+    def _serial_name(self, base: str) -> str:
+        """A fresh rule name without a search (``unique_name`` counts up from 1 each time)."""
+        while True:
+            self._serial += 1
+            name = f"{base}-v{self._serial}"
+            if name not in self.g.rules and name not in self.g.reserved:
+                return name
+
+
+#: Characters a JSON string holds raw, and those it must escape (controls, quote, backslash).
+_PLAIN = [(0x20, 0x21), (0x23, 0x5B), (0x5D, 0xD7FF), (0xE000, 0x10FFFF)]
+_SPECIAL_CPS = [*range(0x20), 0x22, 0x5C]
+
+
+def _ranges_without(ranges: list[tuple[int, int]], codes: set[int]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in ranges:
+        start = a
+        for c in sorted(c for c in codes if a <= c <= b):
+            if start < c:
+                out.append((start, c - 1))
+            start = c + 1
+        if start <= b:
+            out.append((start, b))
+    return out
+
+
+def _is_surrogate(ch: str) -> bool:
+    return "\ud800" <= ch <= "\udfff"
+
+
+def _may_match(pattern: str, key: str) -> bool:
+    """Whether ``pattern`` may match ``key`` (a pattern Python cannot read may)."""
+    import re
+
+    try:
+        return re.search(pattern, key) is not None
+    except re.error:
+        return True
+
+
+def _finite(v: Any) -> TypeGuard[float]:
+    """A bound the grammar can use (an infinite one bounds nothing; NaN is the check's)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and (isinstance(v, int) or math.isfinite(v))
+
+
+def _size(expr: Expr) -> int:
+    memo: dict[int, int] = {}
+    stack: list[tuple[Expr, bool]] = [(expr, False)]
+    while stack:  # a loop: expressions nest as deep as the text they spell
+        e, done = stack.pop()
+        if id(e) in memo:
+            continue
+        kids: tuple[Expr, ...] = e.items if isinstance(e, Seq) else e.options if isinstance(e, Alt) else \
+            (e.item,) if isinstance(e, Repeat) else ()
+        if done or not kids:
+            memo[id(e)] = 1 + sum(memo[id(k)] for k in kids) + (len(e.text) // 16 if isinstance(e, Lit) else 0)
+        else:
+            stack.append((e, True))
+            stack.extend((k, False) for k in kids)
+    return memo[id(expr)]
+
+
+_KEYWORDS_IN_PATHS = frozenset({"properties", "items", "prefixItems", "additionalProperties", "patternProperties",
+                                "anyOf", "oneOf", "allOf", "not", "if", "then", "else", "contains", "propertyNames",
+                                "$defs", "definitions", "dependentSchemas", "unevaluatedItems",
+                                "unevaluatedProperties"})
+
+
+def _last_keyword(path: str) -> str:
+    """The last keyword on a schema path ("properties" for ``/properties/a/properties/b``)."""
+    parts = path.split("/")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] in _KEYWORDS_IN_PATHS and (i == 1 or parts[i - 1] not in ("properties", "$defs", "definitions",
+                                                                                "patternProperties", "dependentSchemas")):
+            return parts[i]
+    return ""
 
 
 def _nothing(schema: Any) -> bool:

@@ -28,6 +28,7 @@ from typing import Any
 
 from .._errors import (
     ContextLengthExceeded,
+    DisguisedCall,
     EngineError,
     EngineIgnoredGrammar,
     EngineUnavailable,
@@ -75,6 +76,8 @@ class ServerConfig:
 _STATUS: tuple[tuple[type[LocalToolsError], int, str], ...] = (
     # A call that still breaks its schema after the repairs: never handed out, as a call or as text.
     (SchemaViolation, 422, "schema_violation"),
+    # A text answer that still holds a call after the retries: no answer, and no call was run.
+    (DisguisedCall, 422, "disguised_call"),
     (ContextLengthExceeded, 400, "context_length_exceeded"),
     (GrammarError, 400, "unsupported_schema"),
     (TemplateError, 400, "template_error"),
@@ -177,8 +180,8 @@ def _answer(model: Model, request: ChatRequest, cancel: threading.Event,
     except GenerationTruncated as exc:
         log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
         return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
-    except SchemaViolation:
-        raise
+    except (SchemaViolation, DisguisedCall):
+        raise  # a call nobody may run: a 422, never its text
     except ToolCallParseError as exc:
         # Constrained output always parses; reaching this is a bug here, and the text is still the model's.
         log.error("constrained output did not parse: %s", exc)
@@ -327,14 +330,18 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         def sse(chunk: dict[str, Any]) -> str:
             return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
-        try:
-            yield sse(writer.opening())
+        async def chunks() -> AsyncIterator[dict[str, Any]]:
             if first is not None and (chunk := writer.event(first)) is not None:
-                yield sse(chunk)
+                yield chunk
             async for event in relayed:
                 if (chunk := writer.event(event)) is not None:
-                    yield sse(chunk)
+                    yield chunk
+
+        try:
+            yield sse(writer.opening())
             try:
+                async for chunk in chunks():
+                    yield sse(chunk)
                 result = job.result()
             except (GenerationCancelled, LocalToolsError) as exc:
                 body = json.loads(bytes(failed(exc).body))

@@ -15,7 +15,7 @@ from .._errors import LocalToolsError
 from .._model import ChatResult
 from .._parse import decode_arguments
 from .._schema import MAX_SCHEMA_DEPTH, spec_problems
-from .._stream import ReasoningDelta, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
+from .._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
 
 __all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatRequest", "ChunkWriter", "completion_body", "error_body",
            "parse_request"]
@@ -320,10 +320,17 @@ def completion_body(result: ChatResult, *, model: str, completion_id: str, creat
 class ChunkWriter:
     """A turn's events as OpenAI ``chat.completion.chunk`` objects, in the order they come: the
     role, reasoning (``reasoning_content`` deltas, as llama.cpp and vLLM send them), content, and
-    each call by index with its id and name first, then its arguments."""
+    each call by index with its id and name first, then its arguments (calls come once the turn's
+    calls all passed their check, so a repaired turn sends only its repaired calls).
+
+    Text and reasoning a failed attempt sent stay sent: after a ``SchemaRepair`` or a
+    ``DisguiseCaught`` the next
+    attempt's text and reasoning are sent only where the failed attempt sent none."""
 
     def __init__(self, *, model: str, completion_id: str, created: int | None = None) -> None:
         self.model, self.completion_id, self.created = model, completion_id, created or int(time.time())
+        self._prose_sent = False
+        self._mute_prose = False
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
@@ -333,11 +340,17 @@ class ChunkWriter:
         return self.chunk({"role": "assistant", "content": ""})
 
     def event(self, event: StreamEvent) -> dict[str, Any] | None:
-        """The chunk for one event; ``None`` for events a client is not sent (a call's end, the turn's)."""
-        if isinstance(event, ReasoningDelta):
-            return self.chunk({"reasoning_content": event.text})
-        if isinstance(event, TextDelta):
-            return self.chunk({"content": event.text})
+        """The chunk for one event; ``None`` for events a client is not sent (a call's end, a
+        repair, the turn's end)."""
+        if isinstance(event, SchemaRepair | DisguiseCaught):
+            self._mute_prose = self._prose_sent
+            return None
+        if isinstance(event, ReasoningDelta | TextDelta):
+            if self._mute_prose:
+                return None
+            self._prose_sent = True
+            key = "reasoning_content" if isinstance(event, ReasoningDelta) else "content"
+            return self.chunk({key: event.text})
         if isinstance(event, ToolCallStarted):
             return self.chunk({"tool_calls": [{"index": event.index, "id": event.id, "type": "function",
                                                "function": {"name": event.name, "arguments": ""}}]})
@@ -346,6 +359,7 @@ class ChunkWriter:
         return None
 
     def closing(self, result: ChatResult, *, include_usage: bool = False) -> list[dict[str, Any]]:
+        """The finish reason and (asked for) the usage."""
         chunks = [self.chunk({}, result.finish_reason)]
         if include_usage:
             chunks.append({"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
