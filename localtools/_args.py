@@ -170,7 +170,7 @@ class _Literal:
         m = _NAME.match(t, pos)
         if m and m.group() in _WORDS:
             return _WORDS[m.group()], m.end()
-        raise ValueError(f"no value at character {pos}: {t[pos:pos + 20]!r}")
+        raise ValueError(f"no value at character {pos}")  # where, never what the model wrote
 
     def items(self, pos: int, close: str) -> tuple[list[Any], int]:
         out: list[Any] = []

@@ -143,11 +143,12 @@ class SchemaViolation(ToolCallParseError):
 class DisguisedCall(ToolCallParseError):
     """A text answer that still holds a call (a call object in any spelling: ``disguised_calls``)
     after the turn was decoded again ``retries`` times: it is no answer, and no call was run.
-    ``name``: the tool it names."""
+    ``name``: the offered tool it names ("" for a name that is no tool's: not repeated here)."""
 
     def __init__(self, name: str, raw: str, retries: int) -> None:
         self.name, self.retries = name, retries
-        super().__init__(f"the text answer holds a call to {name!r} (not a call the grammar checked) after "
+        what = f"a call to {name!r}" if name else "a call to a tool that is not offered"
+        super().__init__(f"the text answer holds {what} (not a call the grammar checked) after "
                          f"{retries} retries; it was not run", raw)
 
 

@@ -300,19 +300,22 @@ class Model:
             return violations(call.name, schemas.get(call.name, {}), call.arguments)
 
         history, choice = list(messages), tool_choice
+        offered = frozenset(schemas)
         bars: tuple[str, ...] = ()
         repairs = disguises = 0
         while True:
             result = self._turn(history, specs, check=check, bars=bars, **{**options, "tool_choice": choice})
-            disguise = first_disguise(result.content) if not result.tool_calls and choice == "auto" and specs else None
+            disguise = first_disguise(result.content, offered) if choice == "auto" and specs else None
             if disguise is not None:
-                # A text that reads as a call is no answer: a call nothing checked, decoded again.
+                # A text that reads as a call is no answer (nor a preamble to real calls): a call
+                # nothing checked, decoded again.
                 at, name = disguise
                 if disguises == disguise_retries:
-                    raise DisguisedCall(name, result.raw, disguises)
+                    # The name only where it is a tool's: what else the model wrote is no client's business.
+                    raise DisguisedCall(name if name in offered else "", result.raw, disguises)
                 disguises += 1
                 if on_event is not None:
-                    on_event(DisguiseCaught(disguises, name))
+                    on_event(DisguiseCaught(disguises, name if name in offered else ""))
                 if disguise_retry is DisguiseRetry.REQUIRED:
                     choice = "required"
                 else:

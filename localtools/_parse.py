@@ -234,11 +234,15 @@ def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[tuple[int, 
     return calls, "".join(kept)
 
 
-#: Keys a call object names its tool with, and keys it holds the arguments in, in the forms models
-#: write calls in (OpenAI's, Hermes', LangChain's and ReAct's ``action``/``action_input``, ...).
-NAME_KEYS = frozenset({"name", "function", "function_name", "tool", "tool_name", "action", "api", "recipient_name"})
-ARGUMENT_KEYS = frozenset({"arguments", "parameters", "args", "params", "input", "inputs", "action_input",
-                           "tool_input", "kwargs"})
+#: Keys a call object names its tool with, and keys it holds the arguments in. A pair of the first
+#: of each (``name``/``function``/``tool``... with ``arguments``/``parameters``) is a call whatever
+#: the name; the looser pairs of other formats (ReAct's ``action``/``action_input``, ``args``,
+#: ``input``, ...) only where the name is an offered tool, since prose describing an agent or an
+#: API uses them too.
+NAME_KEYS = frozenset({"name", "function", "function_name", "tool", "tool_name"})
+ARGUMENT_KEYS = frozenset({"arguments", "parameters"})
+_LOOSE_NAME_KEYS = NAME_KEYS | {"action", "api", "recipient_name"}
+_LOOSE_ARGUMENT_KEYS = ARGUMENT_KEYS | {"args", "params", "input", "inputs", "action_input", "tool_input", "kwargs"}
 
 
 def _named_call(item: Any, tool_names: Collection[str] | None) -> tuple[str, dict[str, Any]] | None:
@@ -248,15 +252,23 @@ def _named_call(item: Any, tool_names: Collection[str] | None) -> tuple[str, dic
     if not isinstance(item, dict):
         return None
     fn = item["function"] if isinstance(item.get("function"), dict) else item
-    name = next((v for k, v in fn.items() if isinstance(k, str) and k.lower() in NAME_KEYS and isinstance(v, str)), None)
-    args = next((v for k, v in fn.items() if isinstance(k, str) and k.lower() in ARGUMENT_KEYS), None)
+    keys = {k.lower(): k for k in fn if isinstance(k, str)}
+    for names, arguments in ((NAME_KEYS, ARGUMENT_KEYS), (_LOOSE_NAME_KEYS, _LOOSE_ARGUMENT_KEYS)):
+        name = next((fn[keys[k]] for k in names if k in keys and isinstance(fn[keys[k]], str)), None)
+        args = next((fn[keys[k]] for k in arguments if k in keys), None)
+        if name is not None and args is not None:
+            break
+    else:
+        return None
+    strict = names is NAME_KEYS
     if isinstance(args, str):
         try:
             args = json.loads(args)
-        except ValueError:
+        except (ValueError, RecursionError):
             return None
-    if not isinstance(name, str) or not name.strip() or (tool_names is not None and name not in tool_names) \
-            or not isinstance(args, dict):
+    if not isinstance(name, str) or not name.strip() or not isinstance(args, dict):
+        return None
+    if (tool_names is not None or not strict) and name not in (tool_names or ()):
         return None
     # A tool's schema echoed back ({"name": ..., "description": ..., "parameters": {"type": "object", ...}})
     # names a tool too, but calls nothing.
@@ -272,12 +284,16 @@ _BROKEN_CALL = re.compile(
     rf"""\{{\s*["']?(?:{_NAME_KEY})["']?\s*:\s*["']([^"'\n]+)["']\s*,\s*["']?(?:{_ARGS_KEY})["']?\s*:"""
     rf"""|\{{\s*["']?(?:{_ARGS_KEY})["']?\s*:\s*\{{[^{{}}]*\}}\s*,\s*["']?(?:{_NAME_KEY})["']?\s*:\s*["']([^"'\n]+)["']""",
     re.IGNORECASE)
+#: Characters of bracketed text read as Python literals per reply at most: what is left is read as JSON only.
+_LITERAL_BUDGET = 100_000
 
 
-def _balanced_end(text: str, i: int) -> int | None:
-    """Where the bracketed value opening at ``i`` closes (past its last bracket), reading strings
-    in either quote; ``None`` if it never does."""
-    depth, quote, k = 0, "", i
+def _closing(text: str) -> dict[int, int]:
+    """Where each bracket opened in ``text`` closes (past it), in one pass reading strings in
+    either quote; unclosed ones are absent."""
+    ends: dict[int, int] = {}
+    stack: list[int] = []
+    quote, k = "", 0
     while k < len(text):
         ch = text[k]
         if quote:
@@ -288,24 +304,23 @@ def _balanced_end(text: str, i: int) -> int | None:
         elif ch in "\"'":
             quote = ch
         elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                return k + 1
+            stack.append(k)
+        elif ch in "}]" and stack:
+            ends[stack.pop()] = k + 1
         k += 1
-    return None
+    return ends
 
 
-def _read_value(text: str, i: int) -> tuple[Any, int] | None:
+def _read_value(text: str, i: int, ends: dict[int, int], budget: list[int]) -> tuple[Any, int] | None:
     """The JSON value, or the Python literal (single quotes, True/None), opening at ``i``."""
     try:
         return _DECODER.raw_decode(text, i)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON; too deep; an integer past Python's digit limit
         pass
-    end = _balanced_end(text, i)
-    if end is None:
+    end = ends.get(i)
+    if end is None or budget[0] < end - i:
         return None
+    budget[0] -= end - i
     try:
         return ast.literal_eval(text[i:end]), end
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
@@ -314,8 +329,9 @@ def _read_value(text: str, i: int) -> tuple[Any, int] | None:
 
 def disguised_calls(text: str, tool_names: Collection[str] | None = None) -> list[tuple[str, dict[str, Any]]]:
     """Calls written inside a text answer: anywhere (after a preamble, in a fence, in a list),
-    in JSON or as a Python literal, read by their keys whatever their order, quoting or escapes,
-    whatever the name (or only to ``tool_names``, when given): see ``_named_call``.
+    in JSON or as a Python literal, read by their keys whatever their order, quoting or escapes:
+    a call object's own keys whatever the name, looser formats' keys to an offered tool (only to
+    ``tool_names``, when given): see ``_named_call``.
 
     A text answer that holds one is a call the grammar (or the parser) failed to catch: the
     constrained path decodes the turn again, the bench counts them. A tool schema echoed back is
@@ -324,17 +340,21 @@ def disguised_calls(text: str, tool_names: Collection[str] | None = None) -> lis
     return [(name, args) for _, name, args in _disguises(text, tool_names)]
 
 
-def first_disguise(text: str) -> tuple[int, str] | None:
-    """Where the first call in disguise in ``text`` opens (its bracket), and the tool it names."""
-    found = next(_disguises(text, None), None)
+def first_disguise(text: str, offered: Collection[str] = ()) -> tuple[int, str] | None:
+    """Where the first call in disguise in ``text`` opens (its bracket), and the tool it names
+    (whatever the name under a call object's own keys; an ``offered`` one under looser keys)."""
+    found = next(_disguises(text, None, offered), None)
     return None if found is None else found[:2]
 
 
-def _disguises(text: str, tool_names: Collection[str] | None) -> Iterator[tuple[int, str, dict[str, Any]]]:
+def _disguises(text: str, tool_names: Collection[str] | None, offered: Collection[str] = ()
+               ) -> Iterator[tuple[int, str, dict[str, Any]]]:
+    ends = _closing(text) if "{" in text or "[" in text else {}
+    budget = [_LITERAL_BUDGET]
     i = 0
     while i < len(text):
         if text[i] in "{[":
-            read = _read_value(text, i)
+            read = _read_value(text, i, ends, budget)
             if read is None:
                 broken = _BROKEN_CALL.match(text, i)
                 name = broken and (broken.group(1) or broken.group(2))
@@ -346,13 +366,21 @@ def _disguises(text: str, tool_names: Collection[str] | None) -> Iterator[tuple[
                 continue
             value, end = read
             items = value if isinstance(value, list) else [value]
-            hits = [c for item in items if (c := _named_call(item, tool_names)) is not None]
+            hits = [c for item in items if (c := _read_call(item, tool_names, offered)) is not None]
             if hits:
                 for name, args in hits:
                     yield i, name, args
                 i = end
                 continue
         i += 1
+
+
+def _read_call(item: Any, tool_names: Collection[str] | None, offered: Collection[str]) -> tuple[str, dict[str, Any]] | None:
+    if tool_names is not None:
+        return _named_call(item, tool_names)
+    # Whatever the name under a call object's own keys; looser keys only to an offered tool.
+    strict = _named_call(item, None)
+    return strict if strict is not None or not offered else _named_call(item, offered)
 
 
 def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: str

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ._check import Violation, violations
-from ._parse import ToolCall, first_disguise
+from ._parse import ToolCall, first_disguise, not_json
 from ._reply import ReplyFormat
 from .backends._base import cut_at_stop, held_back
 from .grammar import Grammar, matches
@@ -87,7 +87,8 @@ class SchemaRepair:
 
 @dataclass(frozen=True)
 class DisguiseCaught:
-    """The attempt's text answer read as a call (to ``name``; ``disguised_calls``): that text was
+    """The attempt's text answer read as a call (to ``name``, an offered tool, or "";
+    ``disguised_calls``): that text was
     not sent (text before its first bracket may have been), and the turn is generated again.
     ``attempt`` counts from 1."""
 
@@ -207,10 +208,14 @@ class ReplyStream:
         refused, and a client never sees a call that will not be run)."""
         self._send_reasoning(result.reasoning)
         calls = result.tool_calls
-        if self._free or calls or not (self.fmt.text_can_call and first_disguise(result.content)):
+        disguised = self.fmt.text_can_call and first_disguise(result.content, self.fmt.tool_names) is not None
+        if self._free or not disguised:
             self._send_text(result.content)
-        if not self._free and any(self._check(call) for call in calls):
-            return result
+        if disguised:
+            return result  # the turn is decoded again: neither its text nor its calls go out
+        if any(not_json(call.arguments) is not None for call in calls) or \
+                (not self._free and any(self._check(call) for call in calls)):
+            return result  # repaired, or refused: never sent
         for index, call in enumerate(calls):
             self.emit(ToolCallStarted(index, call.id, call.name))
             self.emit(ToolCallDelta(index, json.dumps(call.arguments, ensure_ascii=False)))

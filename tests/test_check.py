@@ -222,14 +222,22 @@ def test_the_422_says_where_not_what_the_model_wrote() -> None:
     assert "'a', 'a'" not in res.json()["error"]["message"]
 
 
-def test_the_chunk_writer_sends_a_repaired_attempt_s_text_only_where_none_was_sent() -> None:
+def test_the_chunk_writer_sends_a_repaired_attempt_s_text_past_what_the_client_has() -> None:
+    def sent(events: list[Any]) -> str:
+        writer = ChunkWriter(model="m", completion_id="c")
+        chunks = [writer.event(e) for e in events]
+        return "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c is not None)
+
+    repair = SchemaRepair(1, tuple(violations("label", TAGS, {"tags": ["a", "a"]})))
+    # A new attempt that repeats the text goes on from where the client is; one that does not
+    # follows after a blank line: no answer is lost, nothing is sent twice.
+    assert sent([TextDelta("Let me "), TextDelta("check."), repair, TextDelta("Let me check."),
+                 TextDelta(" Done.")]) == "Let me check. Done."
+    assert sent([TextDelta("Let me check."), repair, TextDelta("The plan "), TextDelta("is pro.")]) == \
+        "Let me check.\n\nThe plan is pro."
+    assert sent([repair, TextDelta("Hi.")]) == "Hi."
     writer = ChunkWriter(model="m", completion_id="c")
-    assert writer.event(TextDelta("Let me check.")) is not None
-    assert writer.event(SchemaRepair(1, tuple(violations("label", TAGS, {"tags": ["a", "a"]})))) is None
-    assert writer.event(TextDelta("Let me look.")) is None  # the client has the first attempt's text
     assert writer.event(ToolCallStarted(0, "call_2", "f")) is not None
-    quiet = ChunkWriter(model="m", completion_id="c")
-    assert quiet.event(SchemaRepair(1, ())) is None and quiet.event(TextDelta("Hi.")) is not None
 
 
 def test_each_call_of_a_rejected_turn_reads_its_own_result() -> None:

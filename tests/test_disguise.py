@@ -23,7 +23,7 @@ from localtools import (
     UsageError,
     families,
 )
-from localtools._parse import disguised_calls, first_disguise
+from localtools._parse import ARGUMENT_KEYS, NAME_KEYS, disguised_calls, first_disguise
 from localtools._reply import DisguiseRetry
 from localtools.grammar import Grammar, matches
 from localtools.serve._app import ServerConfig, create_app
@@ -47,9 +47,11 @@ def _escape_some(key: str, which: list[bool]) -> str:
 @st.composite
 def disguises(draw: st.DrawFn) -> str:
     """A call object in one of the many spellings a model writes one in, as text."""
-    name = draw(st.sampled_from(["get_customer", "lookup_customer", "customer.get", "search"]))
-    args: dict[str, Any] = {"customer_id": "cust-1001"}
     name_key, arg_key = draw(st.sampled_from(_NAME_KEYS)), draw(st.sampled_from(_ARG_KEYS))
+    # A call object's own keys whatever the name; looser formats' keys to the offered tool.
+    loose = name_key not in NAME_KEYS or arg_key not in ARGUMENT_KEYS
+    name = "get_customer" if loose else draw(st.sampled_from(["get_customer", "lookup_customer", "customer.get", "search"]))
+    args: dict[str, Any] = {"customer_id": "cust-1001"}
     as_string = draw(st.booleans())
     call: dict[str, Any] = {name_key: name, arg_key: json.dumps(args) if as_string else args}
     items = list(call.items())
@@ -83,9 +85,9 @@ def disguises(draw: st.DrawFn) -> str:
 @given(text=disguises())
 @settings(max_examples=200, deadline=None)
 def test_every_generated_disguise_reads_as_a_call(text: str) -> None:
-    found = first_disguise(text)
+    found = first_disguise(text, ["get_customer"])
     assert found is not None, text
-    assert text[found[0]] in "{[" and disguised_calls(text)
+    assert text[found[0]] in "{[" and disguised_calls(text, ["get_customer", found[1]])
 
 
 @pytest.mark.parametrize("text", [
@@ -187,7 +189,8 @@ def test_a_streamed_disguise_is_never_sent_as_text() -> None:
     events = list(Model(ScriptedBackend([disguise, ANSWER]), family="qwen2.5").stream(ASK, TOOLS))
     sent = "".join(e.text for e in events if isinstance(e, TextDelta))
     assert "{" not in sent and "lookup" not in sent
-    assert [e.name for e in events if isinstance(e, DisguiseCaught)] == ["lookup"]
+    # "lookup" is no offered tool: the event does not repeat the name the model made up.
+    assert [e.name for e in events if isinstance(e, DisguiseCaught)] == [""]
     last = events[-1]
     assert isinstance(last, TurnDone) and last.result.content == ANSWER and last.result.disguise_retries == 1
     assert not [e for e in events if isinstance(e, ToolCallDone)]
@@ -203,7 +206,7 @@ def test_serve_never_streams_a_disguise_and_answers_the_retry() -> None:
                        ServerConfig(model_name="m"))
     res = post(stuck, {"model": "m", "messages": ASK, "tools": TOOLS})
     assert res.status_code == 422 and res.json()["error"]["code"] == "disguised_call"
-    assert "lookup" in res.json()["error"]["message"] and '"id"' not in res.text
+    assert "not offered" in res.json()["error"]["message"] and "lookup" not in res.text and '"id"' not in res.text
 
 
 def test_the_bench_counts_disguises_caught() -> None:
@@ -211,7 +214,7 @@ def test_the_bench_counts_disguises_caught() -> None:
 
     case = Case("irrelevance-0", "irrelevance", ASK, TOOLS, [])
     mode = Mode(model="scripted", backend="scripted", constrained=True, tool_choice="auto")
-    disguise = '{"tool": "lookup", "input": {"id": 1}}'
+    disguise = '{"tool": "lookup", "arguments": {"id": 1}}'
     results = run_bench({("scripted", "scripted"): Model(ScriptedBackend([disguise, ANSWER]), family="qwen2.5")},
                         [mode], [case])
     assert results[0].disguises_caught == 1 and results[0].correct
@@ -232,3 +235,62 @@ def test_free_output_that_is_no_json_is_a_typed_error_naming_where(reply: str, w
         Model(ScriptedBackend([reply]), family="qwen2.5").chat(ASK, [tool], constrained=False)
     assert where in str(caught.value)
     str(caught.value).encode("utf-8")  # the message itself is sendable
+
+
+def test_serve_streams_the_retried_answer_after_a_preamble_it_already_sent() -> None:
+    disguise = 'Let me check. {"name": "lookup", "arguments": {"customer_id": "cust-1001"}}'
+    app = create_app(Model(ScriptedBackend([disguise, ANSWER]), family="qwen2.5"), ServerConfig(model_name="m"))
+    chunks = sse(post(app, {"model": "m", "messages": ASK, "tools": TOOLS, "stream": True}))
+    content = "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c.get("choices"))
+    assert content == "Let me check.\n\n" + ANSWER and "lookup" not in content
+
+
+@pytest.mark.parametrize("text", [
+    "Nested: " + "[" * 1100,
+    "The number is [" + "1" * 5000 + "].",
+    "{" * 3000 + "[" * 3000,
+    "[" * 50 + "{'a': " * 40,
+])
+def test_text_the_reader_cannot_decode_is_text_never_an_error(text: str) -> None:
+    assert first_disguise(text) is None
+    app = create_app(Model(ScriptedBackend([text]), family="qwen2.5"), ServerConfig(model_name="m"))
+    res = post(app, {"model": "m", "messages": ASK, "tools": TOOLS, "max_tokens": 20000})
+    assert res.status_code == 200 and res.json()["choices"][0]["message"]["content"] == text.strip()
+
+
+def test_loose_call_formats_count_only_for_an_offered_tool() -> None:
+    react = 'The agent emits {"action": "Search", "action_input": {"q": "x"}} and waits.'
+    assert first_disguise(react) is None and first_disguise(react, ["get_customer"]) is None
+    assert first_disguise(react, ["Search"]) == (react.index("{"), "Search")
+    assert first_disguise('config = {"name": "web", "args": {"port": 80}}') is None
+    assert first_disguise('{"api": "v2", "params": {"page": 2}}') is None
+    # A call object's own keys are a call whatever the name.
+    assert first_disguise('{"tool_name": "anything", "arguments": {}}') == (0, "anything")
+
+
+def test_a_refused_disguise_names_no_string_the_model_invented() -> None:
+    card = "Jane Doe, card 4111-1111-1111-1111"
+    replies = [f'Sure: {{"name": "{card}", "arguments": {{"a": 1}}}}', f'Ok: {{"name": "{card}", "arguments": {{"a": 1}}}}',
+               f'Ok, {{"name": "{card}", "arguments": {{"a": 1}}}}']
+    with pytest.raises(DisguisedCall) as caught:
+        Model(ScriptedBackend(replies), family="qwen2.5").chat(ASK, TOOLS)
+    assert "4111" not in str(caught.value) and caught.value.name == ""
+
+
+def test_a_disguise_in_the_text_before_real_calls_is_decoded_again() -> None:
+    call = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'
+    first = 'I will run {"name": "delete_everything", "arguments": {}} then: ' + call
+    backend = ScriptedBackend([first, call])
+    result = Model(backend, family="qwen2.5").chat(ASK, TOOLS)
+    assert result.disguise_retries == 1 and result.content == "" and [c.name for c in result.tool_calls] == ["get_customer"]
+
+
+def test_a_free_stream_never_sends_arguments_that_are_no_json() -> None:
+    from localtools import ToolCallDelta, ToolCallParseError, ToolCallStarted
+
+    reply = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": 1e999}}\n</tool_call>'
+    events: list[Any] = []
+    with pytest.raises(ToolCallParseError):
+        for event in Model(ScriptedBackend([reply]), family="qwen2.5").stream(ASK, TOOLS, constrained=False):
+            events.append(event)
+    assert not [e for e in events if isinstance(e, ToolCallStarted | ToolCallDelta)]

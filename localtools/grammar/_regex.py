@@ -592,7 +592,31 @@ def pattern_expr(pattern: str) -> Expr:
             python_regex(pattern)
         except Untranslatable as why:
             raise UnsupportedSchema(f"pattern {pattern!r}: {why}", keyword="pattern") from None
+        if _backtracks(_parse(pattern)[0]):
+            # The grammar would admit strings the check then rejects by backtracking, which takes
+            # exponential time on such a pattern: a client's schema could stall the server.
+            raise UnsupportedSchema(f"pattern {pattern!r}: {exc}, and the check's backtracking engine could take "
+                                    "exponential time on it (a repetition holding a repetition or alternatives)",
+                                    keyword="pattern") from None
         raise exc from None
+
+
+def _backtracks(node: tuple, repeated: bool = False) -> bool:
+    """Whether a repetition of a varying count holds another one or alternatives: the shapes
+    (``(a+)+``, ``(a|a)*``) on which a backtracking engine takes exponential time."""
+    kind = node[0]
+    if kind == "rep":
+        many = node[3] is None or node[3] > node[2]
+        if repeated and many:
+            return True
+        return _backtracks(node[1], repeated or many)
+    if kind == "alt":
+        return (repeated and len(node[1]) > 1) or any(_backtracks(n, repeated) for n in node[1])
+    if kind == "seq":
+        return any(_backtracks(n, repeated) for n in node[1])
+    if kind in ("group", "look"):
+        return _backtracks(node[1] if kind == "group" else node[2], repeated)
+    return False
 
 
 # -- the check's side -----------------------------------------------------------------------------

@@ -323,14 +323,17 @@ class ChunkWriter:
     each call by index with its id and name first, then its arguments (calls come once the turn's
     calls all passed their check, so a repaired turn sends only its repaired calls).
 
-    Text and reasoning a failed attempt sent stay sent: after a ``SchemaRepair`` or a
-    ``DisguiseCaught`` the next
-    attempt's text and reasoning are sent only where the failed attempt sent none."""
+    Text and reasoning a failed attempt sent stay sent (a stream cannot take them back): after a
+    ``SchemaRepair`` or a ``DisguiseCaught`` the next attempt's prose is sent past what the client
+    already has where it repeats it, else after a blank line, so no answer is lost."""
 
     def __init__(self, *, model: str, completion_id: str, created: int | None = None) -> None:
         self.model, self.completion_id, self.created = model, completion_id, created or int(time.time())
-        self._prose_sent = False
-        self._mute_prose = False
+        #: Per delta key ("content", "reasoning_content"): what the client has; what this attempt
+        #: wrote; what a failed attempt left the client that this one has not yet gone past.
+        self._client = {"content": "", "reasoning_content": ""}
+        self._attempt = dict(self._client)
+        self._echo = dict(self._client)
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
         return {"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
@@ -343,20 +346,29 @@ class ChunkWriter:
         """The chunk for one event; ``None`` for events a client is not sent (a call's end, a
         repair, the turn's end)."""
         if isinstance(event, SchemaRepair | DisguiseCaught):
-            self._mute_prose = self._prose_sent
+            self._echo, self._attempt = dict(self._client), {key: "" for key in self._client}
             return None
         if isinstance(event, ReasoningDelta | TextDelta):
-            if self._mute_prose:
-                return None
-            self._prose_sent = True
-            key = "reasoning_content" if isinstance(event, ReasoningDelta) else "content"
-            return self.chunk({key: event.text})
+            return self._prose("reasoning_content" if isinstance(event, ReasoningDelta) else "content", event.text)
         if isinstance(event, ToolCallStarted):
             return self.chunk({"tool_calls": [{"index": event.index, "id": event.id, "type": "function",
                                                "function": {"name": event.name, "arguments": ""}}]})
         if isinstance(event, ToolCallDelta):
             return self.chunk({"tool_calls": [{"index": event.index, "function": {"arguments": event.arguments}}]})
         return None
+
+    def _prose(self, key: str, piece: str) -> dict[str, Any] | None:
+        self._attempt[key] += piece
+        now, echo = self._attempt[key], self._echo[key]
+        if echo:
+            if echo.startswith(now):
+                return None  # the new attempt repeats what the client has
+            out = now[len(echo):] if now.startswith(echo) else "\n\n" + now
+            self._echo[key] = ""
+        else:
+            out = piece
+        self._client[key] += out
+        return self.chunk({key: out}) if out else None
 
     def closing(self, result: ChatResult, *, include_usage: bool = False) -> list[dict[str, Any]]:
         """The finish reason and (asked for) the usage."""
