@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/decode_speed.py [--model qwen2.5-coder-0.5b] [--runs 5]
         [--backend llama-cpp --backend transformers] [--engine llguidance --engine xgrammar ...]
-        [--build-sets 4 [--build-tools keywords] [--build-choice auto]] [--device cpu]
+        [--build-sets 4 [--build-tools keywords] [--build-choice auto] [--build-only]] [--device cpu]
 
 Modes: per backend, free decoding and constrained decoding (on transformers once per mask engine,
 on llama-cpp with its GBNF sampler), each masking the whole vocabulary every step and with the
@@ -106,6 +106,7 @@ def main() -> None:
                         "formats and a tuple")
     parser.add_argument("--build-choice", choices=["required", "auto"], default="required",
                         help="the tool_choice of the grammars --build-sets times (auto adds the text branch)")
+    parser.add_argument("--build-only", action="store_true", help="with --build-sets: time only the first masks")
     parser.add_argument("--device", help="transformers device (cpu, cuda); llama-cpp uses --n-gpu-layers")
     parser.add_argument("--n-gpu-layers", type=int, help="llama-cpp layers on the GPU (-1: all)")
     args = parser.parse_args()
@@ -138,6 +139,9 @@ def main() -> None:
         return model.chat(PROMPT, tools, tool_choice="required", constrained=engine is not None, max_tokens=128,
                           retry_repeat_penalties=())
 
+    if args.build_only:
+        _print_builds(args, models, engines)
+        return
     for _, backend, engine, mask in modes:  # warm-up: weights paged in, prompt cached, engines built
         run(backend, engine, mask)
     per_token: dict[str, list[float]] = {label: [] for label, _, _, _ in modes}
@@ -170,8 +174,13 @@ def main() -> None:
             models["transformers"].backend.engine_name = engine  # type: ignore[attr-defined]
             mask_s, ask_s = _check_cost(models["transformers"], call_tokens)
             print(f"  {engine:<14} whole-vocabulary mask {mask_s * 1000:7.3f} ms   one-token check {ask_s * 1000:7.3f} ms")
+    _print_builds(args, models, engines)
+
+
+def _print_builds(args: argparse.Namespace, models: dict[str, localtools.Model], engines: list[str]) -> None:
     if args.build_sets and "transformers" in models:
-        print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, median / max:")
+        print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, "
+              f"tool_choice {args.build_choice}, {args.build_tools} tools; median / max:")
         for engine in engines:
             models["transformers"].backend.engine_name = engine  # type: ignore[attr-defined]
             secs = _build_seconds(models["transformers"], _fresh_tool_sets(args.build_sets, args.build_tools),

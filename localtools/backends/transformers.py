@@ -35,7 +35,9 @@ _ENGINES: dict[str, tuple[str, Callable[[Grammar], str]]] = {
     "outlines_core": ("OutlinesCoreBackend", Grammar.to_regex),
 }
 ENGINES = tuple(_ENGINES)
-DEFAULT_ENGINE = "xgrammar"
+#: llguidance: a new tool set's first mask under ``auto`` (its text branch one Lark terminal) takes
+#: tens of milliseconds where xgrammar's rule-per-state GBNF takes seconds (BENCHMARKS.md).
+DEFAULT_ENGINE = "llguidance"
 
 
 def _import() -> tuple[Any, Any]:
