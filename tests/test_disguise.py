@@ -294,3 +294,25 @@ def test_a_free_stream_never_sends_arguments_that_are_no_json() -> None:
         for event in Model(ScriptedBackend([reply]), family="qwen2.5").stream(ASK, TOOLS, constrained=False):
             events.append(event)
     assert not [e for e in events if isinstance(e, ToolCallStarted | ToolCallDelta)]
+
+
+def _deep(levels: int) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(levels):
+        schema = {"type": "object", "properties": {"a": schema}, "required": ["a"]}
+    return schema
+
+
+@pytest.mark.parametrize(("parameters", "keyword"), [
+    (_deep(200), ""),
+    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "\\u{zz}"}}}, "regex"),
+    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "^((a|a)*|b{300})$"}}}, "pattern"),
+])
+def test_serve_answers_an_adversarial_schema_with_a_400_naming_it(parameters: dict[str, Any], keyword: str) -> None:
+    tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
+    app = create_app(Model(ScriptedBackend(["unused"]), family="qwen2.5"), ServerConfig(model_name="m"))
+    for stream in (False, True):
+        res = post(app, {"model": "m", "messages": ASK, "tools": [tool], "stream": stream})
+        assert res.status_code == 400, res.text
+        # Too deep or no valid schema is refused as the request is read; the rest when its grammar is built.
+        assert res.json()["error"]["type"] == "invalid_request_error" and keyword in res.json()["error"]["message"]
