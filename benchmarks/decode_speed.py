@@ -69,6 +69,20 @@ def _build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]], ch
     return out
 
 
+def _llama_build_seconds(model: localtools.Model, sets: list[list[dict[str, Any]]], choice: str) -> list[float]:
+    """llama-cpp: one token under a new tool set's grammar, less one token free on the same cached
+    prompt (its GBNF sampler is built and asked for the first token inside generate)."""
+    out = []
+    for specs in sets:
+        question = [{"role": "user", "content": "Hello."}]
+        model.chat(question, specs, tool_choice=choice, constrained=False, max_tokens=1)  # the prompt cached
+        free = model.chat(question, specs, tool_choice=choice, constrained=False, max_tokens=1)
+        started = time.perf_counter()
+        model.chat(question, specs, tool_choice=choice, max_tokens=1, retry_repeat_penalties=())
+        out.append(time.perf_counter() - started - free.latency)
+    return out
+
+
 def _check_cost(model: localtools.Model, tokens: list[int], repeat: int = 5) -> tuple[float, float]:
     """Seconds per token of a whole-vocabulary mask and of asking about one token, along a call's
     tokens, with the current engine (the forward pass is left out: on CPU it hides both)."""
@@ -178,6 +192,12 @@ def main() -> None:
 
 
 def _print_builds(args: argparse.Namespace, models: dict[str, localtools.Model], engines: list[str]) -> None:
+    if args.build_sets and "llama-cpp" in models:
+        secs = _llama_build_seconds(models["llama-cpp"], _fresh_tool_sets(args.build_sets, args.build_tools),
+                                    args.build_choice)
+        print(f"\nllama-cpp, first token under a new tool set's grammar less a free one, tool_choice "
+              f"{args.build_choice}, {args.build_tools} tools: median {statistics.median(secs) * 1000:.0f} ms, "
+              f"max {max(secs) * 1000:.0f} ms")
     if args.build_sets and "transformers" in models:
         print(f"\nfirst mask for a new tool set (compile + first token mask), {args.build_sets} sets, "
               f"tool_choice {args.build_choice}, {args.build_tools} tools; median / max:")

@@ -83,7 +83,7 @@ def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", help="transformers: cpu, cuda or auto (default auto: CUDA when torch sees one)")
     p.add_argument("--dtype", help="transformers: auto, float32, bfloat16 or float16 (default auto)")
     p.add_argument("--engine", choices=["llguidance", "xgrammar", "outlines_core"],
-                   help="transformers: the grammar mask engine (default llguidance)")
+                   help="transformers: the grammar mask engine (default xgrammar)")
     p.add_argument("--mask", choices=["lazy", "full"],
                    help="llama-cpp / transformers: 'lazy' (default) asks the grammar about the token the model "
                    "wants and masks the vocabulary only when it is refused (the same output); 'full' masks every step")
