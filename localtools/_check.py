@@ -28,7 +28,7 @@ import jsonschema
 from ._drafts import to_2020_12
 from ._errors import UnsupportedSchema
 
-__all__ = ["Violation", "violations"]
+__all__ = ["Violation", "pointer", "unsendable", "violations"]
 
 
 @dataclass(frozen=True)
@@ -196,25 +196,33 @@ def _escape(part: str) -> str:
     return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def _pointer(path: Any) -> str:
+def pointer(path: Any) -> str:
+    """A JSON pointer to ``path`` that encodes to UTF-8 whatever its keys."""
     return "".join("/" + _escape(str(part)) for part in path)
 
 
-def _not_json(value: Any, path: list[Any]) -> Iterator[tuple[list[Any], str]]:
-    """Where ``value`` holds what JSON cannot: a NaN or an infinity, a lone surrogate (a key's too)."""
+def unsendable(value: Any, path: list[Any] | None = None) -> Iterator[tuple[list[Any], str, Any]]:
+    """Where ``value`` holds what JSON cannot carry, in document order: (path, "number" for a NaN
+    or an infinity, "string" or "key" for a lone surrogate, the value)."""
+    path = path or []
     if isinstance(value, float) and not math.isfinite(value):
-        yield path, f"{value!r} is not a finite number (JSON has no NaN or Infinity)"
+        yield path, "number", value
     elif isinstance(value, str):
         if not _is_unicode(value):
-            yield path, f"{value!r} is not valid Unicode (lone surrogate)"
+            yield path, "string", value
     elif isinstance(value, Mapping):
         for key, item in value.items():
             if isinstance(key, str) and not _is_unicode(key):
-                yield [*path, key], f"the key {key!r} is not valid Unicode (lone surrogate)"
-            yield from _not_json(item, [*path, key])
+                yield [*path, key], "key", key
+            yield from unsendable(item, [*path, key])
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
-            yield from _not_json(item, [*path, i])
+            yield from unsendable(item, [*path, i])
+
+
+_NOT_JSON = {"number": "{!r} is not a finite number (JSON has no NaN or Infinity)",
+             "string": "{!r} is not valid Unicode (lone surrogate)",
+             "key": "the key {!r} is not valid Unicode (lone surrogate)"}
 
 
 def _is_unicode(text: str) -> bool:
@@ -232,11 +240,11 @@ def violations(tool: str, parameters: Mapping[str, Any], arguments: Any) -> list
     under any schema. ``UnsupportedSchema`` for a schema whose regex cannot be read exactly.
     """
     validator, originals = _validator(json.dumps(parameters, sort_keys=True))
-    broken = sorted(_not_json(arguments, []), key=lambda v: [str(p) for p in v[0]])
+    broken = sorted(unsendable(arguments), key=lambda v: [str(p) for p in v[0]])
     if broken:
-        return [Violation(tool, _pointer(path), "type", message) for path, message in broken]
+        return [Violation(tool, pointer(path), "type", _NOT_JSON[kind].format(bad)) for path, kind, bad in broken]
     errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
-    return [Violation(tool, _pointer(e.absolute_path), str(e.validator), _message(e.message, originals))
+    return [Violation(tool, pointer(e.absolute_path), str(e.validator), _message(e.message, originals))
             for e in errors]
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 import json
-import math
 import re
 import secrets
 import string
@@ -12,6 +11,7 @@ from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._check import pointer, unsendable
 from ._errors import ToolCallParseError
 from ._families import Family
 
@@ -76,30 +76,14 @@ class ParsedReply:
     reasoning: str = ""
 
 
-def not_json(value: Any, pointer: str = "") -> str | None:
-    """Where ``value`` holds what JSON cannot carry (a number that overflowed a double, a lone
-    surrogate that is no UTF-8) and what, or ``None``: such arguments would leave as
-    ``Infinity`` (no JSON) or break the encoder."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return f"{pointer or '/'} is a number out of a double's range"
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return f"{pointer or '/'} holds a lone surrogate (not Unicode text)"
-        return None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            # A key is shown escaped: a lone surrogate in it would break the message's own encoding.
-            safe = str(key).encode("utf-8", "backslashreplace").decode("utf-8")
-            step = f"{pointer}/{safe.replace('~', '~0').replace('/', '~1')}"
-            found = not_json(key, step) or not_json(item, step)
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            if (found := not_json(item, f"{pointer}/{index}")) is not None:
-                return found
+def not_json(value: Any) -> str | None:
+    """Where ``value`` first holds what JSON cannot carry (a number that overflowed a double, a
+    lone surrogate that is no UTF-8) and what, or ``None``: such arguments would leave as
+    ``Infinity`` (no JSON) or break the encoder. Says where, never the value."""
+    for path, kind, _ in unsendable(value):
+        where = pointer(path) or "/"
+        return f"{where} is a number out of a double's range" if kind == "number" else \
+            f"{where} holds a lone surrogate (not Unicode text)"
     return None
 
 
