@@ -25,6 +25,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -55,19 +56,23 @@ def _whole(client: httpx.Client, body: dict[str, Any]) -> tuple[float, str]:
     return time.perf_counter() - started, res.json()["choices"][0]["message"]["content"] or ""
 
 
-def _streamed(client: httpx.Client, body: dict[str, Any]) -> tuple[float, float, str]:
-    started, first, text = time.perf_counter(), None, ""
+def _deltas(client: httpx.Client, body: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Each chunk's delta of a streamed request, as it arrives."""
     with client.stream("POST", "/chat/completions", json={**body, "stream": True}) as res:
         res.raise_for_status()
         for line in res.iter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[len("data: "):])
-            delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
-            piece = delta.get("content") or delta.get("reasoning_content") or ""
-            if piece and first is None:
-                first = time.perf_counter() - started
-            text += delta.get("content") or ""
+            if line.startswith("data: {"):
+                chunk = json.loads(line[len("data: "):])
+                yield chunk["choices"][0]["delta"] if chunk.get("choices") else {}
+
+
+def _streamed(client: httpx.Client, body: dict[str, Any]) -> tuple[float, float, str]:
+    started, first, text = time.perf_counter(), None, ""
+    for delta in _deltas(client, body):
+        piece = delta.get("content") or delta.get("reasoning_content") or ""
+        if piece and first is None:
+            first = time.perf_counter() - started
+        text += delta.get("content") or ""
     return first if first is not None else float("nan"), time.perf_counter() - started, text
 
 
@@ -81,18 +86,12 @@ CALL_QUESTIONS = [
 def _streamed_call(client: httpx.Client, body: dict[str, Any]) -> tuple[float, float, str]:
     """(first call byte, end, the call's name and arguments joined) of a streamed request."""
     started, first, joined = time.perf_counter(), None, ""
-    with client.stream("POST", "/chat/completions", json={**body, "stream": True}) as res:
-        res.raise_for_status()
-        for line in res.iter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[len("data: "):])
-            delta = chunk["choices"][0]["delta"] if chunk.get("choices") else {}
-            for call in delta.get("tool_calls") or []:
-                if first is None:
-                    first = time.perf_counter() - started
-                fn = call.get("function", {})
-                joined += (fn.get("name") or "") + (fn.get("arguments") or "")
+    for delta in _deltas(client, body):
+        for call in delta.get("tool_calls") or []:
+            if first is None:
+                first = time.perf_counter() - started
+            fn = call.get("function", {})
+            joined += (fn.get("name") or "") + (fn.get("arguments") or "")
     return first if first is not None else float("nan"), time.perf_counter() - started, joined
 
 
