@@ -15,17 +15,21 @@ from ._agent import (
     ToolResult,
 )
 from ._catalog import catalog, pull
+from ._choose import FamilyCheck, FamilyMismatchWarning, Verdict, choose_family
 from ._context import ContextBudget
+from ._derive import Derived, derive
 from ._errors import (
     AgentError,
     ApprovalDenied,
     BackendNotInstalled,
     ContextLengthExceeded,
     DataError,
+    DeriveError,
     DisguisedCall,
     EngineError,
     EngineIgnoredGrammar,
     EngineUnavailable,
+    FamilyNotFound,
     GenerationTruncated,
     GrammarError,
     GrammarNotRegular,
@@ -111,6 +115,8 @@ __all__ = [
     "ContextBudget",
     "ContextLengthExceeded",
     "DataError",
+    "DeriveError",
+    "Derived",
     "DisguiseCaught",
     "DisguiseRetry",
     "DisguisedCall",
@@ -119,6 +125,9 @@ __all__ = [
     "EngineIgnoredGrammar",
     "EngineUnavailable",
     "Family",
+    "FamilyCheck",
+    "FamilyMismatchWarning",
+    "FamilyNotFound",
     "Full",
     "GenerationTruncated",
     "GrammarError",
@@ -180,7 +189,10 @@ __all__ = [
     "UnknownToolError",
     "UnsupportedSchema",
     "UsageError",
+    "Verdict",
     "catalog",
+    "choose_family",
+    "derive",
     "families",
     "get_family",
     "load",

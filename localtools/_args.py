@@ -24,7 +24,8 @@ _WORDS = {"True": True, "False": False, "None": None, "true": True, "false": Fal
 _PY_STRING = re.compile(r"""'(?:[^'\\\x00-\x1f]|\\.)*'|"(?:[^"\\\x00-\x1f]|\\.)*\"""")
 
 
-def read_args(syntax: str, text: str, pos: int, schema: Any = None) -> tuple[dict[str, Any], int]:
+def read_args(syntax: str, text: str, pos: int, schema: Any = None, tags: tuple[str, ...] = ()
+              ) -> tuple[dict[str, Any], int]:
     if syntax == "json":
         value, end = _DECODER.raw_decode(text, pos)
         if not isinstance(value, dict):
@@ -32,6 +33,8 @@ def read_args(syntax: str, text: str, pos: int, schema: Any = None) -> tuple[dic
         return value, end
     if syntax == "xml":
         return _read_xml(text, pos, schema)
+    if syntax == "kv" and len(tags) in (3, 4):
+        return _read_kv(text, pos, schema, (tags[0], tags[1], tags[2]), tags[3] if len(tags) == 4 else tags[1])
     if syntax == "python":
         try:
             return _read_kwargs(text, pos)
@@ -69,6 +72,33 @@ def _read_xml(text: str, pos: int, schema: Any) -> tuple[dict[str, Any], int]:
     return out, pos
 
 
+def _read_kv(text: str, pos: int, schema: Any, tags: tuple[str, str, str], typed_mid: str
+             ) -> tuple[dict[str, Any], int]:
+    open_, mid, close = tags
+    core = close.rstrip() or close
+    schema = schema if isinstance(schema, dict) else {}
+    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    schema = _resolved(schema, defs)
+    props = schema.get("properties") or {}
+    extra = schema.get("additionalProperties")
+    out: dict[str, Any] = {}
+    while text.startswith(open_, pos):
+        found = sorted((at, len(m)) for m in {mid, typed_mid} if (at := text.find(m, pos + len(open_))) >= 0)
+        if not found:
+            raise ValueError(f"an argument's key is not followed by {mid!r}")
+        key_end, length = found[0]
+        key = text[pos + len(open_):key_end]
+        start = key_end + length
+        end = text.find(core, start)
+        if end < 0:
+            raise ValueError(f"argument {key!r} has no {core!r}")
+        sub = props.get(key, extra if isinstance(extra, dict) else None)
+        out[key] = _xml_value(text[start:end], _resolved(sub, defs))
+        pos = end + len(core)
+        pos += len(close) - len(core) if text.startswith(close[len(core):], pos) else 0
+    return out, pos
+
+
 def _resolved(schema: Any, defs: dict[str, Any]) -> Any:
     """``schema`` with local ``$ref`` followed and ``allOf`` parts merged, as the grammar reads it."""
     for _ in range(32):  # a $ref cycle ends here, untyped
@@ -94,7 +124,12 @@ def _xml_value(raw: str, schema: Any) -> Any:
     try:
         value = _WORDS[raw] if raw in _WORDS else json.loads(raw)
     except json.JSONDecodeError:
-        return raw
+        try:  # a list or dict as Python prints it (templates that ``| string`` them)
+            value = ast.literal_eval(raw) if raw[:1] in "[{" else raw
+        except (ValueError, SyntaxError, RecursionError):
+            return raw
+        if value is raw:
+            return raw
     kind = _json_type(value)
     fits = kind in kinds or (kind == "integer" and "number" in kinds)
     if kinds and not fits and "string" in kinds:

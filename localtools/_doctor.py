@@ -50,6 +50,8 @@ class Report:
     backends: list[BackendReport]
     #: Catalog name -> (size in bytes, "ok", "mismatch", "not checked") for each cached model.
     models: dict[str, tuple[int, str]]
+    #: Catalog name -> its family checked against the model's own chat template (``FamilyCheck``'s text).
+    families: dict[str, str] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:
@@ -136,7 +138,25 @@ def diagnose(
         if not first.ok:
             report.fix = fix_for(cls, first, retried)
     progress("looking for GPUs")
-    return Report(machine(), gpus(), reports, models)
+    return Report(machine(), gpus(), reports, models, {name: _family_check(name) for name in models})
+
+
+def _family_check(name: str) -> str:
+    """How the catalog model's family fares against the GGUF's own chat template."""
+    import warnings
+
+    from ._choose import choose_family
+    from ._errors import LocalToolsError
+    from ._gguf import read_metadata
+
+    entry = catalog()[name]
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a family that differs is reported here, not warned
+            _, check = choose_family(read_metadata(entry.path), entry.family)
+    except (LocalToolsError, OSError) as exc:
+        return f"cannot check: {exc}"
+    return str(check)
 
 
 #: The features a user asks about, as /proc/cpuinfo spells them.
@@ -180,6 +200,8 @@ def render(report: Report, *, generate: bool = True) -> str:
             note = {"ok": "sha256 ok", "mismatch": f"sha256 MISMATCH: localtools models pull {entry.name} --force",
                     "not checked": "sha256 not checked"}[state]
             lines.append(f"  {entry.name:<20} {size / 1e6:>6.0f} MB  {note}")
+            if entry.name in report.families:
+                lines.append(f"  {'':<20} family {report.families[entry.name]}")
         else:
             lines.append(f"  {entry.name:<20} not downloaded (localtools models pull {entry.name})")
     unchecked = [b for b in report.backends if b.installed and not b.probes and "error" not in b.build]

@@ -26,7 +26,7 @@ from ._catalog import cache_dir
 from ._errors import EngineUnavailable, ModelError, UsageError
 
 __all__ = ["LLAMA_CPP_PYTHON", "RunningEngine", "build_llama_server", "built_llama_server", "llama_server_command",
-           "running_llama_server"]
+           "official_templates", "running_llama_server"]
 
 #: The llama-cpp-python release whose vendored llama.cpp builds llama-server (the llama-cpp extra's pin).
 LLAMA_CPP_PYTHON = "0.3.36"
@@ -82,14 +82,9 @@ def build_llama_server(*, force: bool = False, jobs: int | None = None,
             raise ModelError(f"building llama-server needs {tool} on PATH (e.g. apt-get install cmake g++)")
     with tempfile.TemporaryDirectory(prefix="localtools-llama-server-") as tmp:
         work = Path(tmp)
-        progress(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON} sdist (about 75 MB)")
-        _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet", "-d", str(work),
-              f"llama-cpp-python=={LLAMA_CPP_PYTHON}"], "pip download", progress=None)
-        sdists = sorted(work.glob("llama_cpp_python-*.tar.gz"))
-        if not sdists:
-            raise ModelError("pip download left no llama-cpp-python sdist")
+        sdist = _sdist(work, progress)
         progress("unpacking llama.cpp's sources")
-        source = _unpack_llama_cpp(sdists[0], work / "src")
+        source = _unpack_llama_cpp(sdist, work / "src")
         build = work / "build"
         progress("configuring (cmake)")
         _run(["cmake", "-S", str(source), "-B", str(build), *_CMAKE_OPTIONS], "cmake", progress=None)
@@ -107,6 +102,44 @@ def build_llama_server(*, force: bool = False, jobs: int | None = None,
         partial.replace(dest)
     progress(f"built {dest}")
     return dest
+
+
+def _sdist(work: Path, progress: Callable[[str], None]) -> Path:
+    """llama-cpp-python's sdist, downloaded into ``work``."""
+    progress(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON} sdist (about 75 MB)")
+    _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet", "-d", str(work),
+          f"llama-cpp-python=={LLAMA_CPP_PYTHON}"], "pip download", progress=None)
+    sdists = sorted(work.glob("llama_cpp_python-*.tar.gz"))
+    if not sdists:
+        raise ModelError("pip download left no llama-cpp-python sdist")
+    return sdists[0]
+
+
+def official_templates(progress: Callable[[str], None] = lambda line: None) -> Path:
+    """The folder of official chat templates llama.cpp vendors (``models/templates``), taken from
+    llama-cpp-python's sdist on first use and cached; the family tests check every one of them."""
+    target = cache_dir().parent / "suites" / f"llama-cpp-templates-{LLAMA_CPP_PYTHON}"
+    if (target / ".complete").is_file():
+        return target
+    with tempfile.TemporaryDirectory(prefix="localtools-templates-") as tmp:
+        sdist = _sdist(Path(tmp), progress)
+        staged = Path(tmp) / "templates"
+        staged.mkdir()
+        with tarfile.open(sdist) as tar:
+            for member in tar.getmembers():
+                parts = Path(member.name).parts
+                if member.isfile() and parts[-3:-1] == ("models", "templates") and "vendor" in parts:
+                    data = tar.extractfile(member)
+                    if data is not None:
+                        (staged / parts[-1]).write_bytes(data.read())
+        if not any(staged.glob("*.jinja")):
+            raise ModelError(f"{sdist.name} holds no vendor/llama.cpp/models/templates")
+        (staged / ".complete").write_text("", encoding="utf-8")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            shutil.rmtree(target)
+        shutil.move(str(staged), target)
+    return target
 
 
 def _unpack_llama_cpp(sdist: Path, into: Path) -> Path:

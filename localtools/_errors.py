@@ -22,6 +22,8 @@
     │   ├── MaxStepsExceeded
     │   └── RetryLimitExceeded
     ├── TemplateError (ValueError)         a chat template or family record that cannot render
+    │   ├── DeriveError                    a template whose call syntax cannot be read off it
+    │   └── FamilyNotFound                 no family renders as the model's template, none derived
     ├── GrammarError (ValueError)          a grammar that cannot be built or that an engine refuses
     │   ├── UnsupportedSchema              a tool schema the grammar cannot express
     │   └── GrammarNotRegular              a recursive grammar where a regular one is needed
@@ -48,10 +50,12 @@ __all__ = [
     "BackendNotInstalled",
     "ContextLengthExceeded",
     "DataError",
+    "DeriveError",
     "DisguisedCall",
     "EngineError",
     "EngineIgnoredGrammar",
     "EngineUnavailable",
+    "FamilyNotFound",
     "GenerationCancelled",
     "GenerationTruncated",
     "GrammarError",
@@ -221,6 +225,14 @@ class RetryLimitExceeded(AgentError):
 
 class TemplateError(LocalToolsError, ValueError):
     """A chat template or family definition is missing or cannot render."""
+
+
+class DeriveError(TemplateError):
+    """A chat template's call syntax cannot be read off its renderings; the message says which part."""
+
+
+class FamilyNotFound(TemplateError):
+    """No family renders the model's chat template as it does, and no call syntax can be derived from it."""
 
 
 class GrammarError(LocalToolsError, ValueError):

@@ -17,7 +17,8 @@ from typing import Any
 from ._errors import TemplateError
 from ._resources import read_text
 
-__all__ = ["ARGS_SYNTAXES", "CALL_STYLES", "FAMILIES_ENV", "Family", "detect_family", "families", "get_family", "register_family"]
+__all__ = ["ARGS_SYNTAXES", "CALL_STYLES", "FAMILIES_ENV", "Family", "detect_family", "families", "get_family", "register_family",
+           "table_from_text"]
 
 #: Directories of user families (``os.pathsep``-separated), each with a ``families.toml``.
 FAMILIES_ENV = "LOCALTOOLS_FAMILIES"
@@ -25,7 +26,7 @@ FAMILIES_ENV = "LOCALTOOLS_FAMILIES"
 #: How calls are spelled, for the parser (``Family.call_style``).
 CALL_STYLES = ("tagged", "marker", "bare", "pattern")
 #: How a call's arguments are written (``Family.args_syntax``).
-ARGS_SYNTAXES = ("json", "xml", "python", "gemma4")
+ARGS_SYNTAXES = ("json", "xml", "python", "gemma4", "kv")
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,12 @@ class Family:
     #: Text the generation prompt ends with that the reply continues (functionary's ``>>>``): the
     #: reply is read with it in front.
     reply_opening: str = ""
+    #: For ``args_syntax = "kv"``: the text before an argument's key, between key and value, and
+    #: after the value (GLM: ``["\n<arg_key>", "</arg_key>\n<arg_value>", "</arg_value>"]``), and
+    #: optionally between a key and a value that is no string (DeepSeek V3.2's ``" string="false">``).
+    arg_tags: tuple[str, ...] = ()
+    #: For ``kv``: how lists and objects are written, "json" or "python" (as ``| string`` prints them).
+    arg_values: str = "json"
     #: Where ``template`` and ``grammar`` are, for a user family ("": the package's own files).
     directory: str = ""
 
@@ -124,7 +131,7 @@ class Family:
 
 _FIELDS = {f for f in Family.__dataclass_fields__ if f not in ("name", "directory")}
 #: Fields a record may leave out (their defaults suit most families).
-_OPTIONAL = {"args_syntax", "reasoning_start", "reasoning_end", "reply_opening"}
+_OPTIONAL = {"args_syntax", "reasoning_start", "reasoning_end", "reply_opening", "arg_tags", "arg_values"}
 _registered: dict[str, Family] = {}
 
 
@@ -139,13 +146,20 @@ def _family(name: str, rec: dict[str, Any], where: str, directory: str = "") -> 
     if rec.get("args_syntax", "json") != "json" and rec["call_style"] != "pattern":
         raise TemplateError(f"family {name!r} in {where}: args_syntax {rec['args_syntax']!r} needs call_style "
                             "'pattern' (the other styles read calls as JSON objects)")
+    if (rec.get("args_syntax") == "kv") != bool(rec.get("arg_tags")) or len(rec.get("arg_tags") or "abc") not in (3, 4):
+        raise TemplateError(f"family {name!r} in {where}: args_syntax 'kv' needs arg_tags (three strings: before a "
+                            "key, between key and value, after a value; a fourth where a value that is no string "
+                            "follows its key differently), and arg_tags only goes with 'kv'")
+    if rec.get("arg_values", "json") not in ("json", "python"):
+        raise TemplateError(f"family {name!r} in {where}: arg_values {rec['arg_values']!r} is not one of json, python")
     if bool(rec.get("reasoning_start")) != bool(rec.get("reasoning_end")):
         raise TemplateError(f"family {name!r} in {where}: give both reasoning_start and reasoning_end, or neither")
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
     return Family(name=name, directory=directory, **values)
 
 
-def _table(text: str, where: str, directory: str = "") -> dict[str, Family]:
+def table_from_text(text: str, where: str, directory: str = "") -> dict[str, Family]:
+    """The families of a ``families.toml`` text (``where`` names it in errors; ``directory`` holds its files)."""
     try:
         table = tomllib.loads(text).get("families", {})
     except tomllib.TOMLDecodeError as exc:
@@ -155,7 +169,7 @@ def _table(text: str, where: str, directory: str = "") -> dict[str, Family]:
 
 @cache
 def _builtin() -> dict[str, Family]:
-    return _table(read_text("templates", "families.toml"), "families.toml")
+    return table_from_text(read_text("templates", "families.toml"), "families.toml")
 
 
 def _from_env() -> dict[str, Family]:
@@ -166,7 +180,7 @@ def _from_env() -> dict[str, Family]:
             text = path.read_text(encoding="utf-8")
         except OSError as exc:
             raise TemplateError(f"${FAMILIES_ENV} names {folder}, but {path} cannot be read: {exc.strerror}") from None
-        out.update({n: f for n, f in _table(text, str(path), str(path.parent)).items() if n not in out})
+        out.update({n: f for n, f in table_from_text(text, str(path), str(path.parent)).items() if n not in out})
     return out
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ._check import Violation, violations
+from ._choose import FamilyCheck, choose_family
 from ._errors import (
     DisguisedCall,
     GenerationTruncated,
@@ -22,7 +23,7 @@ from ._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ._families import Family, detect_family, get_family
+from ._families import Family
 from ._parse import ToolCall, first_disguise, not_json
 from ._prompt import Prompt, render, with_system
 from ._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
@@ -125,12 +126,9 @@ class Model:
         #: Refuse a tool (``UnsupportedSchema``) whose schema holds a keyword neither the grammar
         #: nor the check enforces (an unknown keyword or format), instead of ignoring it.
         self.strict_schema = strict_schema
-        if isinstance(family, Family):
-            self.family = family
-        elif family:
-            self.family = get_family(family)
-        else:
-            self.family = detect_family(backend.metadata)
+        self.family, check = choose_family(backend.metadata, family or None)
+        #: How the family was chosen, checked against the model's own chat template.
+        self.family_check: FamilyCheck = check
         self.template_source = self._template(template)
 
     def _template(self, template: str | Path | None) -> str:

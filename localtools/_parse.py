@@ -394,7 +394,7 @@ def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: s
         while (head := shape.head.match(text, pos)) is not None:
             name = head.group("name") if "name" in head.groupdict() else json.loads(head.group("qname"))
             try:
-                args, pos = read_args(family.args_syntax, text, head.end(), schemas.get(name))
+                args, pos = read_args(family.args_syntax, text, head.end(), schemas.get(name), family.arg_tags)
             except (ValueError, json.JSONDecodeError) as exc:
                 raise ToolCallParseError(f"the arguments of {name!r} do not parse: {exc}", raw) from None
             tail = shape.tail.match(text, pos)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cache
@@ -19,12 +20,12 @@ from typing import Any, NoReturn
 import jinja2
 import jinja2.ext
 import jinja2.nodes
-from jinja2.sandbox import ImmutableSandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment
 
 from ._errors import TemplateError
 from ._parse import decode_arguments
 
-__all__ = ["Prompt", "normalize_messages", "render"]
+__all__ = ["Prompt", "normalize_messages", "render", "render_text"]
 
 # Markers stand in for message text in a second rendering. Printable characters, so that a
 # template's ``| string`` of a list (Python's repr) leaves them as they are.
@@ -46,8 +47,14 @@ class Prompt:
 
 
 def _tojson(value: Any, indent: int | None = None, ensure_ascii: bool = False, sort_keys: bool = False) -> str:
-    # HTML-escaping (Jinja's default tojson) would change what models were trained on.
-    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys)
+    # HTML-escaping (Jinja's default tojson) would change what models were trained on. A filter
+    # chain (``map`` / ``selectattr``) hands over a generator, which templates mean as a list.
+    return json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, sort_keys=sort_keys,
+                      default=lambda v: list(v) if isinstance(v, Iterator) else _unserializable(v))
+
+
+def _unserializable(value: Any) -> NoReturn:
+    raise TypeError(f"Object of type {type(value).__name__} is not JSON serializable")
 
 
 def _raise(message: str) -> NoReturn:
@@ -68,7 +75,9 @@ class _Generation(jinja2.ext.Extension):
 
 @cache
 def _environment() -> jinja2.Environment:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
+    # Sandboxed (no attribute reaches Python's internals), but a template may grow its own lists
+    # (Kimi K2's build their namespaces with ``.append``); each render gets copies of our data.
+    env = SandboxedEnvironment(trim_blocks=True, lstrip_blocks=True,
                                         extensions=["jinja2.ext.loopcontrols", _Generation])
     env.filters["tojson"] = _tojson
     env.globals["raise_exception"] = _raise
@@ -157,11 +166,11 @@ def render(
     """
     template = _compile(source)
     messages = normalize_messages(messages) if object_arguments else copy.deepcopy(messages)
-    context = {"tools": tools or None, "add_generation_prompt": add_generation_prompt, **variables}
+    context = {"tools": copy.deepcopy(tools) or None, "add_generation_prompt": add_generation_prompt, **variables}
     try:
-        real = template.render(messages=messages, **context)
+        real = template.render(messages=copy.deepcopy(messages), **context)
         marked_messages, pieces = _mark(messages)
-        marked = template.render(messages=marked_messages, **context)
+        marked = template.render(messages=marked_messages, **{**context, "tools": copy.deepcopy(tools) or None})
     except TemplateError:
         raise
     except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError) as exc:
@@ -197,3 +206,17 @@ def render(
         else:
             merged.append((text, is_data))
     return Prompt(tuple(merged))
+
+
+def render_text(source: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None, *,
+                add_generation_prompt: bool = True, object_arguments: bool = True, **variables: Any) -> str:
+    """The rendered text alone (no marking of message text): for reading a template's output."""
+    template = _compile(source)
+    messages = normalize_messages(messages) if object_arguments else copy.deepcopy(messages)
+    try:
+        return template.render(messages=messages, tools=copy.deepcopy(tools) or None,
+                               add_generation_prompt=add_generation_prompt, **variables)
+    except TemplateError:
+        raise
+    except (jinja2.TemplateError, TypeError, ValueError, KeyError, IndexError) as exc:
+        raise TemplateError(f"chat template failed to render: {exc}") from None

@@ -44,6 +44,17 @@ def _call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 #: and digits, which every template accepts (Mistral's require it).
 CONVERSATIONS: list[tuple[str, list[dict[str, Any]]]] = [
     ("one question", [{"role": "user", "content": "What is the weather in Oslo?"}]),
+    ("plain chat", [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Hello!"},
+        {"role": "assistant", "content": "Hi. How can I help?"},
+        {"role": "user", "content": "Name a colour."},
+    ]),
+    ("plain chat, no system message", [
+        {"role": "user", "content": "Hello!"},
+        {"role": "assistant", "content": "Hi. How can I help?"},
+        {"role": "user", "content": "Name a colour."},
+    ]),
     ("system, call, result, answer, follow-up", [
         {"role": "system", "content": "Be brief."},
         {"role": "user", "content": "What is the weather in Oslo?"},

@@ -14,12 +14,15 @@ from typing import Any
 
 import httpx
 
+from localtools import get_family
+
 #: Special tokens of the fake vocabulary: parsed as one id each only where special parsing is on.
 SPECIAL = {"<|im_start|>": 200_001, "<|im_end|>": 200_002, "<tool_call>": 200_003, "</tool_call>": 200_004}
 _BY_ID = {v: k for k, v in SPECIAL.items()}
 #: Control tokens, whose text llama.cpp leaves out of what it streams (Qwen's call tags are not ones).
 CONTROL = {SPECIAL["<|im_start|>"], SPECIAL["<|im_end|>"]}
-QWEN_TEMPLATE = "{% for message in messages %}<|im_start|>{{ message.role }}\n<tool_call>{% endfor %}"
+#: Qwen's own chat template, as an engine serving a Qwen model reports it.
+QWEN_TEMPLATE = get_family("qwen2.5").template_source()
 
 
 def encode(text: str, special: bool) -> list[int]:

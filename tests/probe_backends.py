@@ -11,10 +11,11 @@ import signal
 from pathlib import Path
 from typing import Any, ClassVar
 
+from localtools import get_family
 from localtools.backends.scripted import ScriptedBackend
 
-#: Qwen-style metadata, so the qwen2.5 family renders the probe's prompt and grammar.
-METADATA = {"general.architecture": "qwen2", "tokenizer.chat_template": "<|im_start|>{{ tools }}<tool_call>"}
+#: Qwen's metadata (its own template), so the qwen2.5 family renders the probe's prompt and grammar.
+METADATA = {"general.architecture": "qwen2", "tokenizer.chat_template": get_family("qwen2.5").template_source()}
 REPLIES = ["It is sunny in Paris.", '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n</tool_call>']
 
 

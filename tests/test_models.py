@@ -220,8 +220,32 @@ def test_tool_output_stays_text_on_token_ids(models: Models, backend: str) -> No
 
 
 def test_gguf_metadata_picks_families(qwen: Model, smollm: Model) -> None:
-    assert qwen.family.name == "qwen2.5"
-    assert Model(smollm.backend).family.name == "chatml"
+    # Each catalog family is checked against the model's own template at load, and passes.
+    assert qwen.family.name == "qwen2.5" and qwen.family_check.verdict is localtools.Verdict.IDENTICAL
+    fresh = Model(smollm.backend)
+    assert fresh.family.name == "smollm2" and fresh.family_check.verdict is localtools.Verdict.CHAT_ONLY
+    # Named, a family that renders otherwise still loads, with a warning that says where.
+    with pytest.warns(localtools.FamilyMismatchWarning, match="differs at character"):
+        assert Model(smollm.backend, family="chatml").family_check.verdict is localtools.Verdict.DIFFERS
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_edited_template_falls_to_auto_and_the_model_still_calls(models: Models, backend: str) -> None:
+    # The catalog GGUF's own template with its call tags renamed: no family renders it, so the
+    # prompt is the template itself and the call syntax is read off it.
+    base = models("qwen2.5-coder-0.5b", backend).backend
+    edited = copy.copy(base)
+    edited.metadata = {**base.metadata, "tokenizer.chat_template": base.metadata["tokenizer.chat_template"].replace(
+        "tool_call>", "invoke>")}
+    model = Model(edited)
+    assert model.family.name == "auto" and model.family_check.verdict is localtools.Verdict.AUTO
+    assert "qwen2.5" in str(model.family_check)  # the candidate turned down, with where it differs
+    assert model.family.call_start == "<invoke>"
+    question = [{"role": "user", "content": "What subscription plan is customer cust-1001 using?"}]
+    specs = [get_customer.spec()]
+    result = model.chat(question, specs, tool_choice="required", max_tokens=64)
+    assert result.raw.startswith("<invoke>") and [c.name for c in result.tool_calls][:1] == ["get_customer"]
+    assert_valid(result, specs)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -10,6 +10,7 @@ import pytest
 
 import localtools
 from localtools import Model, ScriptedBackend, TemplateError, get_family
+from localtools._choose import Verdict
 from localtools._families import _registered
 from localtools._template_check import CONVERSATIONS
 
@@ -55,8 +56,10 @@ def test_a_family_from_a_directory_in_the_environment(tmp_path: Path, monkeypatc
     monkeypatch.setenv("LOCALTOOLS_FAMILIES", str(tmp_path))
     assert next(iter(localtools.families())) == "myfamily"  # user families come first
     _calls_through("myfamily")
-    # GGUF metadata picks it by its match rules, before the built-in families.
-    assert localtools.Model(ScriptedBackend([], metadata={"tokenizer.chat_template": "... <function> ..."})).family.name == "myfamily"
+    # GGUF metadata picks it by its match rules, before the built-in families, once it renders as
+    # the model's own template does.
+    model = localtools.Model(ScriptedBackend([], metadata={"tokenizer.chat_template": (tmp_path / "myfamily.jinja").read_text()}))
+    assert model.family.name == "myfamily" and model.family_check.verdict is Verdict.IDENTICAL
     monkeypatch.delenv("LOCALTOOLS_FAMILIES")
     assert "myfamily" not in localtools.families()
 

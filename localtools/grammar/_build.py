@@ -68,7 +68,8 @@ def build_grammar(
     for spec in tools:
         fn = spec["function"]
         try:
-            args = args_rule(family.args_syntax, schemas, fn.get("parameters"), f"{fn['name']}-args")
+            args = args_rule(family.args_syntax, schemas, fn.get("parameters"), f"{fn['name']}-args",
+                             family.arg_tags, family.arg_values)
         except UnsupportedSchema as exc:
             raise UnsupportedSchema(f"tool {fn['name']!r}: cannot constrain its parameters: {exc}",
                                     keyword=exc.keyword, path=exc.path) from None
@@ -292,15 +293,18 @@ def call_shape(family: Family) -> CallShape:
     items = rule.items if isinstance(rule, Seq) else (rule,)
     pieces: dict[str, str] = {_NAME_RAW: r"(?P<name>[A-Za-z0-9_.\-]{1,64})", _NAME: r'(?P<qname>"(?:[^"\\]|\\.)*")',
                               _ID: r"(?P<id>[A-Za-z0-9_]+)", _WS_IN: r"\s*", _WS_SEP: r"\s*"}
-    head, tail, seen_args = "", "", False
+    head, tail, seen_args, seen_name = "", "", False, False
     for item in items:
         if isinstance(item, Ref) and item.name == _ARGS:
             seen_args = True
             continue
         if isinstance(item, Lit):
             piece = re.escape(item.text)
+        elif isinstance(item, Ref) and item.name == _NAME_RAW and seen_name:
+            piece = "(?P=name)"  # the name written a second time (a header, then an invoke tag)
         elif isinstance(item, Ref) and item.name in pieces:
             piece = pieces[item.name]
+            seen_name = seen_name or item.name == _NAME_RAW
         else:
             raise TemplateError(f"grammars/{family.grammar}: a pattern family's tool-call rule is literals, NAME or "
                                 f"NAME-RAW, ID and ARGS in sequence; got {item!r}")
@@ -314,8 +318,9 @@ def call_shape(family: Family) -> CallShape:
     glue: set[str] = set()
     for name in (*singles, *lists, "call-sep", "list-sep", "calls-open", "calls-close"):
         if name in fam.rules:
-            glue.update(t for t in _literals(fam.rules[name]) if t.strip())
-    glue.update(t for t in (family.call_start, family.call_end) if t)
+            glue.update(t.strip() for t in _literals(fam.rules[name]) if t.strip())
+    # Stripped: the reader skips whitespace before each piece of glue.
+    glue.update(t.strip() for t in (family.call_start, family.call_end) if t.strip())
     text_open = "".join(_literals(fam.rules["text-open"])) if "text-open" in fam.rules else ""
     return CallShape(re.compile(head), re.compile(tail), tuple(sorted(glue, key=len, reverse=True)), text_open)
 

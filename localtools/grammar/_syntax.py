@@ -5,7 +5,9 @@
   lists and objects);
 - ``python`` (LFM2): keyword arguments ``k=v`` of Python literals (``'text'``, ``True``, ``None``,
   lists); an object argument is JSON, as templates print it;
-- ``gemma4``: ``{k:v,...}`` with bare keys in sorted order and strings in ``<|"|>`` quotes.
+- ``gemma4``: ``{k:v,...}`` with bare keys in sorted order and strings in ``<|"|>`` quotes;
+- ``kv``: ``xml``'s form with a family's own tags (``Family.arg_tags``: the text before a key,
+  between key and value, after the value), as GLM's ``<arg_key>K</arg_key>\n<arg_value>V</arg_value>``.
 
 Keys come in schema order (``gemma4``: sorted, as its template writes them); optional ones may be
 left out; no other keys are allowed. ``localtools._args`` reads each syntax back into JSON.
@@ -22,7 +24,7 @@ from .._errors import UnsupportedSchema
 from ._expr import Chars, Expr, Lit, Ref, Repeat, Until, alt, seq
 from ._schema import SchemaGrammar, object_members
 
-__all__ = ["GEMMA_QUOTE", "XML_CLOSE", "args_rule", "python_literal"]
+__all__ = ["GEMMA_QUOTE", "XML_CLOSE", "XML_TAGS", "args_rule", "python_literal"]
 
 #: What ends an ``xml`` parameter's value.
 XML_CLOSE = "\n</parameter>"
@@ -48,8 +50,14 @@ def python_literal(value: Any) -> str:
     return repr(value)
 
 
-def args_rule(syntax: str, sg: SchemaGrammar, schema: Any, hint: str) -> Expr:
-    """The rule for a call's arguments (the tool's ``parameters`` schema) in ``syntax``."""
+#: ``xml``'s tags in ``kv`` terms.
+XML_TAGS = ("<parameter=", ">\n", XML_CLOSE + "\n")
+
+
+def args_rule(syntax: str, sg: SchemaGrammar, schema: Any, hint: str, tags: tuple[str, ...] = (),
+              values: str = "json") -> Expr:
+    """The rule for a call's arguments (the tool's ``parameters`` schema) in ``syntax``
+    (``tags``: ``kv``'s; ``values``: how ``kv`` writes lists and objects, "json" or "python")."""
     schema = schema or {"type": "object", "properties": {}}
     sg.document(schema)
     schema = sg.resolve(schema, hint)
@@ -60,7 +68,14 @@ def args_rule(syntax: str, sg: SchemaGrammar, schema: Any, hint: str) -> Expr:
     if not isinstance(schema, dict) or (schema.get("type", "object") != "object" and "properties" not in schema):
         raise UnsupportedSchema(f"{hint}: {syntax} arguments need an object schema, got {schema!r}")
     if syntax == "xml":
-        return _Xml(sg).arguments(schema, hint)
+        return _Xml(sg, XML_TAGS).arguments(schema, hint)
+    if syntax == "kv":
+        if len(tags) not in (3, 4) or not all(tags[:2]) or not tags[2].strip():
+            raise UnsupportedSchema(f"{hint}: kv arguments need three or four tags (before a key, between key and "
+                                    f"value, after a value, the last not blank; between key and a value that is no "
+                                    f"string), got {list(tags)}")
+        return _Xml(sg, (tags[0], tags[1], tags[2]), tags[3] if len(tags) == 4 else tags[1],
+                    values).arguments(schema, hint)
     if syntax == "python":
         return _Python(sg).arguments(schema, hint)
     if syntax == "gemma4":
@@ -95,8 +110,19 @@ def _choices(schema: dict[str, Any]) -> list[Any] | None:
 
 
 class _Xml:
-    def __init__(self, sg: SchemaGrammar) -> None:
+    """``xml`` and ``kv``: ``open K mid V close`` per argument; ``close`` up to its trailing
+    whitespace is what a raw value may not hold."""
+
+    def __init__(self, sg: SchemaGrammar, tags: tuple[str, str, str], typed_mid: str | None = None,
+                 values: str = "json") -> None:
         self.sg = sg
+        #: Lists and objects as JSON, or as Python prints them (templates that ``| string`` them).
+        self.python = _Python(sg, objects=True) if values == "python" else None
+        self.open, self.mid, self.close = tags
+        #: Between a key and a value that is no string (DeepSeek's ``string="false"``); ``mid`` in most syntaxes.
+        self.typed_mid = self.mid if typed_mid is None else typed_mid
+        self.core = self.close.rstrip() or self.close
+        self.trail = Lit(self.close[len(self.core):])
 
     def arguments(self, schema: dict[str, Any], hint: str) -> Expr:
         props, required, free = object_members(schema, hint)
@@ -104,21 +130,33 @@ class _Xml:
             if free is None:
                 return Lit("")
             name = Repeat(_NAME_CHARS, 1, 64)
-            block = seq(Lit("<parameter="), name, Lit(">\n"), Until(XML_CLOSE), Lit("\n"))
+            block = seq(Lit(self.open), name, alt(Lit(self.mid), Lit(self.typed_mid)), Until(self.core), self.trail)
             return Repeat(block, 0, None)
-        blocks = [seq(Lit(f"<parameter={k}>\n"), self.value(self.sg.resolve(v, f"{hint}-{k}"), f"{hint}-{k}"))
-                  for k, v in props.items()]
-        # No separator: each block ends with its own line break.
+        blocks = [self._member(k, self.sg.resolve(v, f"{hint}-{k}"), f"{hint}-{k}") for k, v in props.items()]
+        # No separator: each block ends with its own closing tag.
         return self.sg.members(hint, blocks, [k in required for k in props], Lit(""))
+
+    def _member(self, key: str, schema: Any, hint: str) -> Expr:
+        head = Lit(f"{self.open}{key}")
+        if self.typed_mid == self.mid:
+            return seq(head, Lit(self.mid), self.value(schema, hint))
+        kind = _kind(schema)
+        if kind == "string":
+            return seq(head, Lit(self.mid), self.value(schema, hint))
+        if kind is not None:
+            return seq(head, Lit(self.typed_mid), self.value(schema, hint))
+        # No one type: a string after the string tag, anything else after the other.
+        return seq(head, alt(seq(Lit(self.mid), self.value({"type": "string"}, hint)),
+                             seq(Lit(self.typed_mid), self.value(schema, hint))))
 
     def value(self, schema: Any, hint: str) -> Expr:
         """A value and its closing tag."""
-        close = Lit(XML_CLOSE + "\n")
+        close = Lit(self.close)
         schema = self.sg.resolve(schema, hint)
         kind = _kind(schema)
         choices = _choices(schema) if isinstance(schema, dict) else None
         if choices is not None:
-            return alt(*(Lit(_xml_text(v) + XML_CLOSE + "\n") for v in choices))
+            return alt(*(Lit(_xml_text(v) + self.close) for v in choices))
         if (branches := _branches(schema, hint, self.value)) is not None:
             return branches
         if kind == "integer":
@@ -130,13 +168,13 @@ class _Xml:
         if kind == "null":
             return seq(alt(Lit("None"), Lit("null")), close)
         if kind in ("array", "object"):
-            return seq(self.sg.rule(schema, hint), close)
+            return seq(self.python.value(schema, hint) if self.python else self.sg.rule(schema, hint), close)
         if kind == "string" and (bounds := _bounds(schema)) is not None:
             # Counted characters cannot also be kept from spelling the closing tag: a string of
             # bounded length is one line.
             return seq(Repeat(Chars("^\\n"), *bounds), close)
         # A string, or a value of no single type: raw text, typed when read back.
-        return seq(Until(XML_CLOSE), Lit("\n"))
+        return seq(Until(self.core), self.trail)
 
 
 def _xml_text(value: Any) -> str:
@@ -148,9 +186,11 @@ def _xml_text(value: Any) -> str:
 
 
 class _Python:
-    def __init__(self, sg: SchemaGrammar) -> None:
+    def __init__(self, sg: SchemaGrammar, *, objects: bool = False) -> None:
         self.sg = sg
         self.comma = Lit(", ")
+        #: Objects with properties as Python dicts (``{'k': v}``), not JSON.
+        self.objects = objects
 
     def string(self) -> Ref:
         return self.sg._prim("py-string", seq(Lit("'"), Repeat(_PY_CHAR), Lit("'")))
@@ -180,6 +220,12 @@ class _Python:
             return scalar
         if kind == "array" and isinstance(schema, dict):
             return _array(self.value(schema.get("items", {}), f"{hint}-item"), schema, self.comma)
+        if self.objects and kind == "object" and isinstance(schema, dict):
+            props, required, free = object_members(schema, hint)
+            if props and free is None:
+                members = [seq(Lit(f"{python_literal(k)}: "), self.value(v, f"{hint}-{k}")) for k, v in props.items()]
+                return seq(Lit("{"), self.sg.members(hint, members, [k in required for k in props], self.comma),
+                           Lit("}"))
         # Objects are printed as JSON (``| tojson``), as is anything without one type.
         return self.sg.rule(schema, hint)
 
