@@ -15,7 +15,7 @@ from ._agent import (
     ToolResult,
 )
 from ._catalog import catalog, pull
-from ._choose import FamilyCheck, FamilyMismatchWarning, Verdict, choose_family
+from ._choose import FamilyCheck, FamilyMismatchWarning, Verdict, choose_family, register_family
 from ._context import ContextBudget
 from ._derive import Derived, derive
 from ._errors import (
@@ -53,7 +53,7 @@ from ._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ._families import Family, families, get_family, register_family
+from ._families import Family, families, get_family
 from ._load import BACKENDS, ENGINES, load
 from ._mcp import MCPTools, mcp_tools
 from ._memory import Memory
@@ -69,7 +69,7 @@ from ._middleware import (
     RunUsage,
     ToolUsage,
 )
-from ._model import ChatResult, Model
+from ._model import Model
 from ._otel import OpenTelemetry
 from ._parse import ToolCall, parse_reply
 from ._prompt import Prompt
@@ -89,6 +89,7 @@ from ._stream import (
     TurnDone,
 )
 from ._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
+from ._turn import ChatResult
 from .backends.scripted import ScriptedBackend
 
 __version__ = "0.1.0"

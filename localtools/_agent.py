@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -32,13 +31,12 @@ from ._errors import (
     ToolExecutionError,
     ToolNotAllowed,
     ToolTimeout,
-    ToolUnavailable,
     UnknownToolError,
     UsageError,
 )
 from ._memory import Memory
 from ._middleware import CallContext, Middleware, chain
-from ._model import ChatResult, Model
+from ._model import Model
 from ._parse import ToolCall, new_call_id
 from ._prompt import Prompt, with_system
 from ._redact import redact_json
@@ -47,6 +45,8 @@ from ._routing import Router
 from ._runfile import Pending, Replay, RunLog, replay, tool_message
 from ._stream import StreamEvent, TurnDone, relay
 from ._tools import Tool, ToolRegistry
+from ._trace import CallOutcome, CallTrace, StepTrace, outcome_of
+from ._turn import ChatResult
 
 __all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "Observer", "RunDone", "RunFailed", "RunResult", "RunStarted",
            "StepDone", "StepTrace", "ToolResult"]
@@ -59,95 +59,6 @@ CITE_HINT = ("Each tool result begins with its id in brackets, like [r1]. When y
 _CITE = re.compile(r"\[(r\d+)\]")
 #: On by default: it costs one render per turn until a prompt would overflow.
 DEFAULT_BUDGET = ContextBudget()
-
-
-class CallOutcome(StrEnum):
-    """What became of one call the model made."""
-
-    OK = "ok"
-    #: The same call (name and arguments) already ran; the model got its result again.
-    REPEATED = "repeated call"
-    #: The same call already failed; it was not run again, the model got the failure again.
-    REPEATED_ERROR = "repeated error"
-    UNKNOWN_TOOL = "unknown tool"
-    NOT_ALLOWED = "not allowed"
-    INVALID_ARGUMENTS = "invalid arguments"
-    NOT_APPROVED = "not approved"
-    TIMEOUT = "timeout"
-    #: The tool function raised.
-    RAISED = "raised"
-    #: Not run: a circuit breaker is open after repeated failures.
-    UNAVAILABLE = "unavailable"
-
-    @property
-    def is_model_mistake(self) -> bool:
-        """The model's fault (a name or arguments it got wrong): counts against ``max_retries``."""
-        return self in (CallOutcome.UNKNOWN_TOOL, CallOutcome.NOT_ALLOWED, CallOutcome.INVALID_ARGUMENTS)
-
-    @property
-    def is_repeat(self) -> bool:
-        """Not run: the same call ran (or failed) earlier, and the model got that again."""
-        return self in (CallOutcome.REPEATED, CallOutcome.REPEATED_ERROR)
-
-    @property
-    def tool_failed(self) -> bool:
-        """The tool, not the model, failed: a resumed run calls it again."""
-        return self in (CallOutcome.TIMEOUT, CallOutcome.RAISED, CallOutcome.UNAVAILABLE)
-
-
-@dataclass
-class CallTrace:
-    id: str
-    name: str
-    arguments: dict[str, Any]
-    ok: bool
-    result: str
-    #: What went wrong, for people ("invalid arguments: 'city' is a required property"); None when ok.
-    error: str | None = None
-    seconds: float = 0.0
-    outcome: CallOutcome = CallOutcome.OK
-    #: Answered from a result cache without running the tool.
-    cached: bool = False
-    #: Times the tool function ran (a retry middleware may run it more than once).
-    attempts: int = 1
-    #: What middleware recorded (e.g. seconds waited for a rate limit).
-    notes: dict[str, Any] = field(default_factory=dict)
-    #: The whole result, when a result policy gave the model less of it (``result``).
-    full_result: str | None = None
-    #: The short id the model may cite this result by (``Agent(cite=True)``), e.g. "r1".
-    ref: str | None = None
-
-
-@dataclass
-class StepTrace:
-    step: int
-    constrained: bool
-    tool_choice: str
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    latency: float = 0.0
-    prompt_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    #: More than 1 when a call cut by max_tokens was generated again with a repeat penalty.
-    attempts: int = 1
-    #: Times this turn was generated again because a call broke its tool's schema; and whether a
-    #: call still broke it after them (``SchemaViolation``, fed back as an unusable turn).
-    schema_repairs: int = 0
-    schema_refused: bool = False
-    #: Times this turn was decoded again because its text answer read as a call.
-    disguise_retries: int = 0
-    raw: str = ""
-    #: The model's reasoning this step, apart from its answer and calls.
-    reasoning: str = ""
-    calls: list[CallTrace] = field(default_factory=list)
-    error: str | None = None
-    #: The tools offered this turn, when a router picked them (``None``: every allowed tool).
-    offered: list[str] | None = None
-    #: What the context budget cut from this turn's prompt to make it fit ([]: nothing).
-    context_cuts: list[str] = field(default_factory=list)
-    #: What the loop's checks found this step and told the model: a repeated call, a repeated
-    #: failure, two tools called in turn without progress, a call id used before.
-    loop_checks: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -644,16 +555,11 @@ class Agent:
                 await self._check_approval(call, tool)
             ctx = CallContext(run_id, tool, call, validated)
             value = await chain([*self.middleware, *tool.middleware], _invoke)(ctx)
-        except ApprovalDenied as exc:
-            return done(f"Error: {exc}.", CallOutcome.NOT_APPROVED)
-        except ToolTimeout as exc:
-            return done(f"Error: {exc}.", CallOutcome.TIMEOUT)
-        except ToolUnavailable as exc:
-            return done(f"Error: {exc}. Do not call it again now; answer with what you have.", CallOutcome.UNAVAILABLE)
-        except ToolExecutionError as exc:
-            return done(f"Error: {exc}", CallOutcome.RAISED)
-        except Exception as exc:  # a middleware's own failure: the call failed, the run goes on
-            return done(f"Error: the call to {tool.name!r} failed: {type(exc).__name__}: {exc}", CallOutcome.RAISED)
+        except Exception as exc:
+            outcome = outcome_of(exc)
+            if outcome is None:  # a middleware's own failure: the call failed, the run goes on
+                return done(f"Error: the call to {tool.name!r} failed: {type(exc).__name__}: {exc}", CallOutcome.RAISED)
+            return done(_ERROR_WORDING[outcome].format(exc), outcome)
         try:
             text = _to_text(value)
             if self.redact:
@@ -873,6 +779,14 @@ async def _result_of(events: AsyncGenerator[AgentEvent, None]) -> RunResult:
 
 
 #: Results that hold nothing.
+#: What the model reads after a call failed with each outcome (``{}``: the error's message).
+_ERROR_WORDING = {
+    CallOutcome.NOT_APPROVED: "Error: {}.",
+    CallOutcome.TIMEOUT: "Error: {}.",
+    CallOutcome.UNAVAILABLE: "Error: {}. Do not call it again now; answer with what you have.",
+    CallOutcome.RAISED: "Error: {}",
+}
+
 _EMPTY = frozenset({"", "[]", "{}", "null", "None", '""'})
 
 

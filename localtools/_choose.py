@@ -13,14 +13,16 @@ import enum
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 from typing import Any
 
 from ._derive import AUTO_FAMILY, derive, round_trip
-from ._errors import DeriveError, FamilyNotFound
-from ._families import Family, detect_family, families, get_family
+from ._errors import DeriveError, FamilyNotFound, TemplateError
+from ._families import CallStyle, Family, add_registered, detect_family, families, family_from_record, get_family
 from ._template_check import CONVERSATIONS, compare_templates
+from .grammar._build import _family_grammar, call_shape
 
-__all__ = ["FamilyCheck", "FamilyMismatchWarning", "Verdict", "check_family", "choose_family"]
+__all__ = ["FamilyCheck", "FamilyMismatchWarning", "Verdict", "check_family", "choose_family", "register_family"]
 
 
 class Verdict(enum.Enum):
@@ -144,3 +146,23 @@ def choose_family(metadata: dict[str, Any], family: str | Family | None = None) 
             "it anyway") from None
     return fam, FamilyCheck(fam.name, Verdict.AUTO, "the model's own template; call syntax derived from it",
                             tuple(rejected))
+
+
+def register_family(name: str, *, template: str | Path, grammar: str | Path, **record: Any) -> Family:
+    """Adds a family for this process, its template and grammar read from the given files; the
+    other fields are those of a ``families.toml`` record. It comes before every other family."""
+    paths = {"template": Path(template).expanduser().resolve(), "grammar": Path(grammar).expanduser().resolve()}
+    if paths["template"].parent != paths["grammar"].parent:
+        raise TemplateError(f"family {name!r}: keep the template and the grammar in one directory "
+                            f"(got {paths['template'].parent} and {paths['grammar'].parent})")
+    for kind, path in paths.items():
+        if not path.is_file():
+            raise TemplateError(f"family {name!r}: no {kind} file at {path}")
+    family = family_from_record(name, {**record, "template": paths["template"].name, "grammar": paths["grammar"].name},
+                                "register_family", str(paths["template"].parent))
+    family.template_source()
+    _family_grammar(family)  # a grammar file that does not parse or lacks a rule fails here, not mid-request
+    if family.call_style is CallStyle.PATTERN:
+        call_shape(family)  # and a tool-call rule the parser cannot follow
+    add_registered(family)
+    return family

@@ -1,7 +1,7 @@
 """Model families: one record each in ``templates/families.toml``, picked from GGUF metadata.
 
 Users add families without forking: a directory with its own ``families.toml`` (template and
-grammar files beside it) named in ``$LOCALTOOLS_FAMILIES``, or ``register_family`` in process.
+grammar files beside it) named in ``$LOCALTOOLS_FAMILIES``, or ``register_family`` (``_choose``) in process.
 Their families come first, so their ``match`` rules and names win over the built-in ones.
 """
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from dataclasses import dataclass
+from enum import StrEnum
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,48 @@ from typing import Any
 from ._errors import TemplateError
 from ._resources import read_text
 
-__all__ = ["ARGS_SYNTAXES", "CALL_STYLES", "FAMILIES_ENV", "Family", "detect_family", "families", "get_family", "register_family",
-           "table_from_text"]
+__all__ = [
+    "ARGS_SYNTAXES",
+    "CALL_STYLES",
+    "FAMILIES_ENV",
+    "Family",
+    "add_registered",
+    "detect_family",
+    "families",
+    "family_from_record",
+    "get_family",
+    "table_from_text",
+]
 
 #: Directories of user families (``os.pathsep``-separated), each with a ``families.toml``.
 FAMILIES_ENV = "LOCALTOOLS_FAMILIES"
 
-#: How calls are spelled, for the parser (``Family.call_style``).
-CALL_STYLES = ("tagged", "marker", "bare", "pattern")
-#: How a call's arguments are written (``Family.args_syntax``).
-ARGS_SYNTAXES = ("json", "xml", "python", "gemma4", "kv")
+class CallStyle(StrEnum):
+    """How the parser finds a family's calls in a reply (``Family.call_style``)."""
+
+    #: ``call_start`` JSON ``call_end``, one call a block.
+    TAGGED = "tagged"
+    #: ``call_start`` then a JSON list of calls.
+    MARKER = "marker"
+    #: JSON objects that open with ``call_start``.
+    BARE = "bare"
+    #: As the grammar file's ``tool-call`` rule spells a call.
+    PATTERN = "pattern"
+
+
+class ArgsSyntax(StrEnum):
+    """How a call's arguments are written (``Family.args_syntax``; ``grammar._syntax`` has each)."""
+
+    JSON = "json"
+    XML = "xml"
+    PYTHON = "python"
+    GEMMA4 = "gemma4"
+    KV = "kv"
+
+
+#: The values each may take, as ``families.toml`` spells them.
+CALL_STYLES = tuple(CallStyle)
+ARGS_SYNTAXES = tuple(ArgsSyntax)
 
 
 @dataclass(frozen=True)
@@ -75,7 +108,7 @@ class Family:
     #: with ``call_start``), or "pattern" (calls spelled as the grammar file's ``tool-call`` rule:
     #: literals around the name, an id and the arguments, as in ``[TOOL_CALLS]NAME[ARGS]{...}``).
     #: Free output is also read for fenced and bare JSON calls in any style.
-    call_style: str
+    call_style: CallStyle
     #: Strings the family's models write that are no part of a reply (Llama 3's ``<|python_tag|>``),
     #: removed before it is read.
     strip: tuple[str, ...]
@@ -83,7 +116,7 @@ class Family:
     #: strings raw), "python" (keyword arguments, Python literals) or "gemma4" (Gemma 4's own
     #: ``{k:<|"|>v<|"|>}``). The grammar writes them from the tool's JSON Schema in this syntax; the
     #: parser reads them back into JSON arguments.
-    args_syntax: str = "json"
+    args_syntax: ArgsSyntax = ArgsSyntax.JSON
     #: The tags around a model's reasoning (``<think>``, ``</think>``); "" when the family's models
     #: do not reason in text. Reasoning is free (the grammar applies after it), kept apart from the
     #: answer, and never read for calls.
@@ -155,6 +188,8 @@ def _family(name: str, rec: dict[str, Any], where: str, directory: str = "") -> 
     if bool(rec.get("reasoning_start")) != bool(rec.get("reasoning_end")):
         raise TemplateError(f"family {name!r} in {where}: give both reasoning_start and reasoning_end, or neither")
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
+    values["call_style"] = CallStyle(values["call_style"])
+    values["args_syntax"] = ArgsSyntax(values.get("args_syntax", "json"))
     return Family(name=name, directory=directory, **values)
 
 
@@ -192,28 +227,14 @@ def families() -> dict[str, Family]:
     return out
 
 
-def register_family(name: str, *, template: str | Path, grammar: str | Path, **record: Any) -> Family:
-    """Adds a family for this process, its template and grammar read from the given files; the
-    other fields are those of a ``families.toml`` record. It comes before every other family."""
-    paths = {"template": Path(template).expanduser().resolve(), "grammar": Path(grammar).expanduser().resolve()}
-    if paths["template"].parent != paths["grammar"].parent:
-        raise TemplateError(f"family {name!r}: keep the template and the grammar in one directory "
-                            f"(got {paths['template'].parent} and {paths['grammar'].parent})")
-    for kind, path in paths.items():
-        if not path.is_file():
-            raise TemplateError(f"family {name!r}: no {kind} file at {path}")
-    family = _family(name, {**record, "template": paths["template"].name, "grammar": paths["grammar"].name},
-                     "register_family", str(paths["template"].parent))
-    from .grammar._build import _family_grammar  # the grammar package reads families: imported late
+def add_registered(family: Family) -> None:
+    """Put ``family`` first, for this process (``register_family`` checks it first)."""
+    _registered[family.name] = family
 
-    family.template_source()
-    _family_grammar(family)  # a grammar file that does not parse or lacks a rule fails here, not mid-request
-    if family.call_style == "pattern":
-        from .grammar._build import call_shape
 
-        call_shape(family)  # and a tool-call rule the parser cannot follow
-    _registered[name] = family
-    return family
+def family_from_record(name: str, record: dict[str, Any], where: str, directory: str = "") -> Family:
+    """A family from a ``families.toml`` record; ``TemplateError`` names a missing or unknown field."""
+    return _family(name, record, where, directory)
 
 
 def get_family(name: str) -> Family:

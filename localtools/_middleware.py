@@ -31,10 +31,11 @@ from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, SecretBytes, SecretStr
 
-from ._errors import ApprovalDenied, ToolExecutionError, ToolTimeout, ToolUnavailable, UsageError
+from ._errors import ToolExecutionError, ToolTimeout, ToolUnavailable, UsageError
 from ._parse import ToolCall
 from ._redact import DEFAULT_SENSITIVE_KEYS, MASK, redact
 from ._tools import Tool
+from ._trace import outcome_of
 
 __all__ = [
     "Accounting",
@@ -419,16 +420,6 @@ class Accounting:
 
 
 # -- AuditLog -------------------------------------------------------------------------------------
-#: The outcome an audit line gives each error: ``CallOutcome``'s value where there is one.
-_OUTCOMES: tuple[tuple[type[BaseException], str], ...] = (
-    (ToolTimeout, "timeout"),
-    (ToolUnavailable, "unavailable"),
-    (ApprovalDenied, "not approved"),
-    (ToolExecutionError, "raised"),
-    (asyncio.CancelledError, "cancelled"),
-)
-
-
 class AuditLog:
     """Appends one JSON line per call to ``path``: ``time`` (ISO 8601, UTC, when it started),
     ``run_id``, ``call_id``, ``tool``, ``arguments`` (as the model sent them, sensitive fields
@@ -455,7 +446,9 @@ class AuditLog:
         try:
             value = await call_next(ctx)
         except BaseException as exc:
-            outcome = next((name for kind, name in _OUTCOMES if isinstance(exc, kind)), type(exc).__name__)
+            # The call's outcome as the trace has it; a cancelled call, or an error no outcome names, by its kind.
+            known = outcome_of(exc)
+            outcome = known.value if known else "cancelled" if isinstance(exc, asyncio.CancelledError) else type(exc).__name__
             self._write(ctx, when, self.clock() - started, outcome, str(exc) or type(exc).__name__)
             raise
         self._write(ctx, when, self.clock() - started, "ok", None)

@@ -7,7 +7,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +29,7 @@ from ._prompt import Prompt, render, with_system
 from ._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
 from ._stream import DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone
 from ._tools import Tool
+from ._turn import ChatResult
 from .backends._base import Backend, Generation, cut_at_stop
 from .grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
 
@@ -38,44 +39,6 @@ ToolChoice = str  # "auto" | "required" | "none" | a tool name
 #: Template variables render sets itself, and its own parameters.
 _RESERVED_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
                                  "object_arguments"})
-
-
-@dataclass
-class ChatResult:
-    """One assistant turn."""
-
-    content: str
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    raw: str = ""
-    #: "tool_calls", "stop" or "length" (text cut by max_tokens; a cut call raises instead).
-    finish_reason: str = "stop"
-    constrained: bool = True
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    prompt_seconds: float = 0.0
-    decode_seconds: float = 0.0
-    latency: float = 0.0
-    #: Generations this turn took: more than 1 when a call cut by ``max_tokens`` was retried with a
-    #: repeat penalty, and when a reasoning budget applied (the thought and the answer are
-    #: generated apart, whether or not the budget ran out).
-    attempts: int = 1
-    #: Times a call that broke its tool's schema was sent back to the model this turn (``chat``).
-    schema_repairs: int = 0
-    #: Times the turn was decoded again because its text answer read as a call (``chat``).
-    disguise_retries: int = 0
-    #: The model's reasoning before its answer, without its tags ("" when it gave none). Never
-    #: read for calls.
-    reasoning: str = ""
-
-    def message(self) -> dict[str, Any]:
-        """The OpenAI-shaped assistant message for the history (``reasoning_content`` as llama.cpp
-        and vLLM name it; each family's template keeps or drops it as its official one does)."""
-        msg: dict[str, Any] = {"role": "assistant", "content": self.content}
-        if self.reasoning:
-            msg["reasoning_content"] = self.reasoning
-        if self.tool_calls:
-            msg["tool_calls"] = [c.to_openai() for c in self.tool_calls]
-        return msg
 
 
 def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:

@@ -17,10 +17,11 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ._agent import CallTrace, ObservedEvent, RunDone, RunFailed, RunStarted, StepDone, StepTrace, ToolResult
+from ._agent import ObservedEvent, RunDone, RunFailed, RunStarted, StepDone, ToolResult
 from ._errors import AgentError, MissingDependency
-from ._model import ChatResult
 from ._stream import TurnDone
+from ._trace import CallTrace, StepTrace
+from ._turn import ChatResult
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

@@ -13,7 +13,7 @@ from typing import Any
 
 from ._check import pointer, unsendable
 from ._errors import ToolCallParseError
-from ._families import Family
+from ._families import CallStyle, Family
 
 __all__ = ["ARGUMENT_KEYS", "BARE_CALL_OPENING", "NAME_KEYS", "ParsedReply", "ToolCall", "decode_arguments",
            "disguised_calls", "first_disguise", "new_call_id", "not_json", "parse_reply"]
@@ -446,9 +446,9 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
     start = family.call_start
     # Each call with where it stood once the family's own syntax is cut from the text.
     calls: list[tuple[int, ToolCall]] = []
-    if family.call_style == "tagged":
+    if family.call_style is CallStyle.TAGGED:
         calls, text = _tagged_calls(text, family, raw)
-    elif family.call_style == "marker":
+    elif family.call_style is CallStyle.MARKER:
         # A marker followed by a JSON list of calls (Mistral's [TOOL_CALLS] [...]).
         idx = text.find(start)
         if idx >= 0:
@@ -462,7 +462,7 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
                 raise ToolCallParseError(f"{start} is not followed by calls", raw)
             calls += [(idx, c) for c in found]
             text = text[:idx] + rest[used:]
-    elif family.call_style == "pattern":
+    elif family.call_style is CallStyle.PATTERN:
         calls, text = _pattern_calls(text, family, schemas or {}, raw)
     # Each call by where it stood in the text once the family's own syntax was cut out of it, and
     # its pass: a block cut at a position came before the text that now stands there.

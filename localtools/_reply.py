@@ -10,7 +10,7 @@ from enum import Enum
 from typing import Any
 
 from ._errors import UsageError
-from ._families import Family
+from ._families import CallStyle, Family
 from ._parse import BARE_CALL_OPENING, ParsedReply, parse_reply
 from ._prompt import Prompt
 from .grammar import (
@@ -207,7 +207,7 @@ class ReplyFormat:
     @property
     def text_open(self) -> str:
         """What opens a text answer ("" for most families; functionary's "all\n")."""
-        return call_shape(self.family).text_open if self.family.call_style == "pattern" else ""
+        return call_shape(self.family).text_open if self.family.call_style is CallStyle.PATTERN else ""
 
     def _text(self, raw: str) -> str:
         text_open = self.text_open

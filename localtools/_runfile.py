@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from ._errors import DataError, UsageError
 from ._parse import ToolCall
+from ._trace import CallOutcome, CallTrace, StepTrace
 
 __all__ = ["Pending", "Replay", "RunLog", "replay"]
 
@@ -123,9 +124,7 @@ class Replay:
 
 
 def replay(path: str | Path) -> Replay:
-    """Read a run file back; the classes of the trace come from the agent."""
-    from ._agent import CallOutcome, CallTrace, StepTrace
-
+    """Read a run file back into the trace's classes."""
     p = Path(path)
     if not p.is_file():
         raise UsageError(f"no run file at {p}")

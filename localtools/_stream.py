@@ -20,16 +20,15 @@ import json
 import re
 from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._check import Violation, violations
+from ._families import CallStyle
 from ._parse import ToolCall, first_disguise, not_json
 from ._reply import ReplyFormat
+from ._turn import ChatResult
 from .backends._base import cut_at_stop, held_back
 from .grammar import Grammar, matches
-
-if TYPE_CHECKING:
-    from ._model import ChatResult
 
 __all__ = ["DisguiseCaught", "ReasoningDelta", "ReplyStream", "SchemaRepair", "StreamEvent", "TextDelta", "ToolCallDelta",
            "ToolCallDone", "ToolCallStarted", "TurnDone", "relay"]
@@ -161,7 +160,7 @@ class ReplyStream:
         if answer is None:
             # Free output goes through the tolerant parser, which reads calls in any family
             # form: only the family's plain shapes let text stream before the turn ends.
-            live = family.call_style in ("tagged", "marker", "bare") and not family.reply_opening
+            live = family.call_style is not CallStyle.PATTERN and not family.reply_opening
             risky = _FREE_RISKY + "".join(s[:1] for s in (family.call_start, *family.strip) if s)
             self._free_risky: str | None = risky if live else None
         else:

@@ -132,23 +132,25 @@ def test_lazy_grammar_check_picks_the_tokens_the_full_mask_picks(models: Models)
     model = models("smollm2-135m", "llama-cpp")
     backend: Any = model.backend
     full_masks = picks = 0
-    for label, tools, question in (TOOLSETS[0], TOOLSETS[9], TOOLSETS[13]):
-        for choice, penalty in (("required", 1.0), ("auto", 1.0), ("required", 1.3)):
-            prompt = model.render([{"role": "user", "content": question}], tools)
-            grammar = model.grammar(tools, choice)
-            expected = _llama_cpp_python_greedy(model, prompt, grammar, 64, penalty)
-            for mask in ("full", "lazy"):
-                backend.mask = mask
-                # Token by token, as the reference samples (fast-forward has its own tests).
-                backend.fast_forward = False
-                # From an empty cache, like the reference: logits of a prompt evaluated in one batch
-                # and of one resumed from a cached prefix differ in the last bits, enough to flip a tie.
-                backend.drop_prompt_cache()
-                gen = backend.generate(prompt, grammar=grammar, max_tokens=64, repeat_penalty=penalty)
-                assert gen.tokens == expected, (label, choice, penalty, mask)
-                if mask == "full":
-                    assert backend.mask_stats[0] == backend.mask_stats[1] > 0
-            full_masks, picks = full_masks + backend.mask_stats[0], picks + backend.mask_stats[1]
+    # Each set, tool_choice and penalty once (the full mask is slow: it scores the whole vocabulary).
+    for (label, tools, question), (choice, penalty) in zip((TOOLSETS[0], TOOLSETS[9], TOOLSETS[13]),
+                                                          (("required", 1.0), ("auto", 1.0), ("required", 1.3)),
+                                                          strict=True):
+        prompt = model.render([{"role": "user", "content": question}], tools)
+        grammar = model.grammar(tools, choice)
+        expected = _llama_cpp_python_greedy(model, prompt, grammar, 64, penalty)
+        for mask in ("full", "lazy"):
+            backend.mask = mask
+            # Token by token, as the reference samples (fast-forward has its own tests).
+            backend.fast_forward = False
+            # From an empty cache, like the reference: logits of a prompt evaluated in one batch
+            # and of one resumed from a cached prefix differ in the last bits, enough to flip a tie.
+            backend.drop_prompt_cache()
+            gen = backend.generate(prompt, grammar=grammar, max_tokens=64, repeat_penalty=penalty)
+            assert gen.tokens == expected, (label, choice, penalty, mask)
+            if mask == "full":
+                assert backend.mask_stats[0] == backend.mask_stats[1] > 0
+        full_masks, picks = full_masks + backend.mask_stats[0], picks + backend.mask_stats[1]
     backend.mask, backend.fast_forward = "lazy", True
     # Most tokens the model prefers are ones the grammar allows: the whole-vocabulary mask is rare.
     assert full_masks < picks / 2, (full_masks, picks)

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from .._errors import TemplateError, UnsupportedSchema, UsageError
-from .._families import Family
+from .._families import CallStyle, Family
 from ._expr import Alt, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, _refs, alt, rewrite, seq
 from ._gbnf import parse_gbnf
 from ._schema import SchemaGrammar, layout_whitespace
@@ -184,7 +184,7 @@ def _family_grammar(family: Family) -> Grammar:
     needed = {"tool-call", "call-sep", "calls-open", "calls-close"} | (set() if family.call_forms else {"call"})
     if needed - set(fam.rules):
         raise TemplateError(f"grammars/{family.grammar} must define {sorted(needed - set(fam.rules))}")
-    if family.call_style != "pattern":
+    if family.call_style is not CallStyle.PATTERN:
         # Only the pattern parser reads a bare name or a text opening (an ID inside JSON is read
         # from the call object).
         used = any(_NAME_RAW in _refs(e) for e in fam.rules.values())

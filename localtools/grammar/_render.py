@@ -8,13 +8,13 @@ import re
 
 from .._errors import GrammarNotRegular
 from ._chars import _regex_char, _regex_class
-from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, rewrite
+from ._nodes import Alt, Any_, Chars, Expr, Lit, Ref, Repeat, Rules, Seq, Text, Until, rewrite
 from ._text import text_terminal, until_terminal
 
 __all__ = ["to_gbnf", "to_lark", "to_regex"]
 
 
-def to_gbnf(grammar: Grammar) -> str:
+def to_gbnf(grammar: Rules) -> str:
     """llama.cpp's GBNF, reachable rules only, root first."""
     if grammar.root != "root":
         # GBNF engines start at the rule named "root", whatever comes first.
@@ -23,7 +23,7 @@ def to_gbnf(grammar: Grammar) -> str:
     return "\n".join(f"{name} ::= {_gbnf(g.rules[name], top=True)}" for name in g.reachable()) + "\n"
 
 
-def to_lark(grammar: Grammar) -> str:
+def to_lark(grammar: Rules) -> str:
     """Lark as llguidance reads it (see ``Grammar.to_lark``)."""
     g = _text_last(grammar)
     names = g.reachable()
@@ -42,7 +42,7 @@ def to_lark(grammar: Grammar) -> str:
               for node, name in terminals.items()]
     return "\n".join(lines) + "\n"
 
-def _text_last(grammar: Grammar) -> Grammar:
+def _text_last(grammar: Rules) -> Rules:
     texts = {n for n, e in grammar.rules.items() if isinstance(e, Text)}
 
     def cut(e: Expr) -> Expr | None:
@@ -52,9 +52,9 @@ def _text_last(grammar: Grammar) -> Grammar:
                 return first
         return None
 
-    return Grammar({n: rewrite(e, cut) for n, e in grammar.rules.items()}, grammar.root)
+    return grammar.with_rules({n: rewrite(e, cut) for n, e in grammar.rules.items()})
 
-def to_regex(grammar: Grammar) -> str:
+def to_regex(grammar: Rules) -> str:
     """One regular expression (Rust ``regex`` syntax) for the whole language; ``GrammarNotRegular``
     when a rule refers to itself."""
     g = grammar.lowered()

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from ._chars import _class_escape, _regex_char
-from ._expr import Chars, Expr, Grammar, Lit, Ref, Repeat, Text, Until, alt, seq
+from ._nodes import Chars, Expr, Lit, Ref, Repeat, Rules, Text, Until, alt, seq
 
 __all__ = ["DISGUISE", "expand_text", "expand_until", "text_ends", "text_terminal", "until_end", "until_terminal"]
 
@@ -34,7 +34,7 @@ def until_end(node: Until, text: str, pos: int) -> int | None:
     return None if i < 0 else i + len(node.marker)
 
 
-def expand_until(g: Grammar, node: Until) -> Expr:
+def expand_until(g: Rules, node: Until) -> Expr:
     """Rules for an ``Until`` node: one per automaton state of its marker; completing the marker ends it."""
     auto = _Markers((node.marker,))
     for i, state in enumerate(auto.states):
@@ -151,7 +151,7 @@ def _disguise_chars(state: str) -> set[str]:
 _OTHER = "\uffff"  # stands for every character no automaton names
 
 
-def expand_text(g: Grammar, text: Text) -> Expr:
+def expand_text(g: Rules, text: Text) -> Expr:
     """Rules for a ``Text`` node: one per automaton state of the markers, and one per state of the
     openings it may not have (the ``avoid`` strings, a call object's when ``disguise``) crossed with
     the markers' state, until the text has left every such opening."""

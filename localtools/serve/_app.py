@@ -44,8 +44,9 @@ from .._errors import (
     ToolDefinitionError,
     UsageError,
 )
-from .._model import ChatResult, Model
+from .._model import Model
 from .._stream import StreamEvent, relay
+from .._turn import ChatResult
 from ._openai import BadRequest, ChatRequest, ChunkWriter, completion_body, error_body, new_completion_id, parse_request
 
 __all__ = ["ServerConfig", "create_app", "serve"]
