@@ -141,7 +141,7 @@ def choose_family(metadata: dict[str, Any], family: str | Family | None = None) 
         tried = "; ".join(rejected) if rejected else "no family's match rules fit it"
         raise FamilyNotFound(
             f"no family renders this model's chat template as it does ({tried}), and its call syntax cannot be "
-            f"derived: {exc}. Fix: add a family for it (README: 'How a model's family is chosen'); "
+            f"derived: {exc}. Fix: add a family for it (docs/families.md, 'How a model's family is chosen'); "
             "'localtools templates derive MODEL.gguf' shows what was found; or name a family (family=...) to use "
             "it anyway") from None
     return fam, FamilyCheck(fam.name, Verdict.AUTO, "the model's own template; call syntax derived from it",

@@ -955,6 +955,7 @@ def _cmd_schema(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``localtools`` command; returns its exit status."""
     args = _build_parser().parse_args(argv)
     handlers = {"run": _cmd_run, "render": _cmd_render, "templates": _cmd_templates, "models": _cmd_models,
                 "bench": _cmd_bench, "serve": _cmd_serve, "doctor": _cmd_doctor, "engines": _cmd_engines,

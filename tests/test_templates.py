@@ -114,14 +114,14 @@ def test_family_hints_go_into_the_prompt_and_never_into_the_history() -> None:
 
 
 def test_the_readmes_family_record_is_a_valid_record() -> None:
-    """The one line the README tells family authors to add has every field, and only known ones."""
+    """The one line the docs tell family authors to add has every field, and only known ones."""
     import re
     import tomllib
 
     from localtools._families import _FIELDS, _OPTIONAL
 
-    readme = (Path(__file__).parent.parent / "README.md").read_text(encoding="utf-8")
+    readme = (Path(__file__).parent.parent / "docs" / "families.md").read_text(encoding="utf-8")
     line = re.search(r"^\s*(myfamily = \{.*\})$", readme, re.MULTILINE)
-    assert line, "README: the example families.toml line is missing"
+    assert line, "docs/families.md: the example families.toml line is missing"
     record = tomllib.loads(line.group(1))["myfamily"]
     assert _FIELDS - _OPTIONAL <= set(record) <= _FIELDS

@@ -232,6 +232,7 @@ class LlamaCppBackend:
         return bool(_import().llama_vocab_is_control(self.llm._model.vocab, token))
 
     def tokenize(self, prompt: Prompt) -> list[int]:
+        """Token ids of ``prompt``: template text with special tokens, message text without."""
         ids: list[int] = []
         for text, is_data in prompt.segments:
             ids += self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=not is_data)
@@ -251,6 +252,7 @@ class LlamaCppBackend:
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> Generation:
+        """One reply to ``prompt`` under ``grammar`` (``Backend.generate``)."""
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:

@@ -62,6 +62,7 @@ class ScriptedBackend:
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> Generation:
+        """The next scripted reply, checked against ``grammar`` (``Backend.generate``)."""
         # Real tokenizers read the prompt as UTF-8; text that is not (a lone surrogate) fails here too.
         prompt.text.encode("utf-8")
         if self.n_ctx is not None and len(prompt.text) >= self.n_ctx:
@@ -86,6 +87,7 @@ class ScriptedBackend:
             raise
 
     def tokenize(self, prompt: Prompt) -> list[int]:
+        """One id per character of the prompt."""
         return [ord(c) for c in prompt.text]
 
 

@@ -290,6 +290,7 @@ class TransformersBackend:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def tokenize(self, prompt: Prompt) -> list[int]:
+        """Token ids of ``prompt``: template text with special tokens, message text without."""
         ids: list[int] = []
         for text, is_data in prompt.segments:
             ids += self.tokenizer(text, add_special_tokens=False, split_special_tokens=is_data)["input_ids"]
@@ -309,6 +310,7 @@ class TransformersBackend:
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
     ) -> Generation:
+        """One reply to ``prompt`` under ``grammar`` (``Backend.generate``)."""
         torch, _ = _import()
         prompt_ids = self.tokenize(prompt)
         limit = getattr(self.model.config, "max_position_embeddings", None)
