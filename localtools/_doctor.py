@@ -8,9 +8,9 @@ from importlib import metadata
 from typing import Any
 
 from ._catalog import cache_dir, catalog, verify
-from ._load import BACKENDS, backend_class
 from ._machine import Machine, gpus, machine
 from ._probe import ProbeResult, build_info, probe
+from .backends import BACKENDS, backend_class
 
 __all__ = ["BackendReport", "Report", "diagnose", "fix_for"]
 

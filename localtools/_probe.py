@@ -115,7 +115,8 @@ def _last_line(text: str) -> str:
 
 
 def _child(request: dict[str, Any]) -> dict[str, Any]:
-    from ._load import backend_class, load
+    from ._load import load
+    from .backends import backend_class
 
     if request.get("info"):
         read = getattr(backend_class(request["backend"]), "build_info", dict)

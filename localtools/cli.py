@@ -16,9 +16,16 @@ from pathlib import Path
 from typing import Any
 
 from ._errors import LocalToolsError, UnsupportedSchema, UsageError
+from .backends import BACKENDS, ENGINES
 
-#: In-process backends, then the engines (kept in step with ``_load.BACKENDS`` and ``ENGINES`` by a test).
-BACKEND_CHOICES = ["llama-cpp", "transformers", "llama-server", "vllm", "sglang"]
+
+def _backend_name(value: str) -> str:
+    """A backend or engine name, or ``MODULE:CLASS`` for a backend of your own (as ``load()`` takes)."""
+    if value in BACKENDS or value in ENGINES or ":" in value:
+        return value
+    raise argparse.ArgumentTypeError(f"unknown backend {value!r}; one of {', '.join([*BACKENDS, *ENGINES])}, "
+                                     "or MODULE:CLASS for a backend of your own")
+
 
 EPILOG = """examples:
   localtools run "What is 17 * 23 + 4?" --tools localtools.examples:ALL
@@ -68,8 +75,9 @@ def _load_tools(specs: list[str]) -> list[Any]:
 def _model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", "-m", help="catalog name (see 'localtools models list') or a .gguf path; "
                    "default: the first catalog model")
-    p.add_argument("--backend", default="llama-cpp", choices=BACKEND_CHOICES,
-                   help="inference backend (default: llama-cpp); 'localtools models list' says which a model runs on. "
+    p.add_argument("--backend", default="llama-cpp", type=_backend_name, metavar="BACKEND",
+                   help=f"inference backend: {', '.join([*BACKENDS, *ENGINES])} or MODULE:CLASS (default: llama-cpp); "
+                   "'localtools models list' says which a model runs on. "
                    "llama-server, vllm, sglang: a running engine at --engine-url runs the tokens (it holds the weights; "
                    "--model then only names the family, and for vllm/sglang the tokenizer)")
     p.add_argument("--family", help="model family, overriding detection (see 'localtools templates')")
@@ -224,8 +232,9 @@ def _build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--sample", type=int, default=40, metavar="N", help="cases per category, evenly spread (default 40)")
     bench.add_argument("--seed", type=int, default=0, help="shifts which cases the even spread picks (default 0)")
     bench.add_argument("--model", "-m", action="append", help="catalog name or .gguf path (repeatable; default: the default model)")
-    bench.add_argument("--backend", action="append", choices=BACKEND_CHOICES,
-                       help="repeatable; default llama-cpp. llama-server / vllm / sglang: the engine at --engine-url, "
+    bench.add_argument("--backend", action="append", type=_backend_name, metavar="BACKEND",
+                       help=f"{', '.join([*BACKENDS, *ENGINES])} or MODULE:CLASS; repeatable; default llama-cpp. "
+                       "llama-server / vllm / sglang: the engine at --engine-url, "
                        "scored with the same prompts, grammars and parser as in process")
     _engine_args(bench)
     bench.add_argument("--mode", action="append", choices=["free", "constrained"], help="repeatable; default both")
@@ -331,7 +340,6 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _engine_options(args: argparse.Namespace, backend: str) -> dict[str, Any]:
     """The engine options given on the command line, for an engine backend (``{}`` for others)."""
-    from ._load import ENGINES
 
     if backend not in ENGINES:
         given = [f"--{k.replace('_', '-')}" for k in ("engine_url", "engine_api_key", "engine_timeout", "tokenizer",
@@ -732,7 +740,6 @@ def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any
 def _bench_targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The --model names and --backend names a bench run covers."""
     from ._catalog import default_model
-    from ._load import ENGINES
 
     names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
     engines = [b for b in backends if b in ENGINES]

@@ -313,10 +313,15 @@ def test_ollama_is_refused_with_the_reason() -> None:
         localtools.load(backend="ollama")
 
 
-def test_cli_backend_choices_are_the_backends_and_engines() -> None:
-    from localtools.cli import BACKEND_CHOICES
+def test_the_cli_takes_the_backends_load_takes(capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli import _build_parser
 
-    assert [*localtools.BACKENDS, *localtools.ENGINES] == BACKEND_CHOICES
+    parser = _build_parser()
+    for name in (*localtools.BACKENDS, *localtools.ENGINES, "tests.probe_backends:Healthy"):
+        assert parser.parse_args(["render", "hi", "--backend", name]).backend == name
+    with pytest.raises(SystemExit):
+        parser.parse_args(["render", "hi", "--backend", "olama"])
+    assert "unknown backend 'olama'" in capsys.readouterr().err
 
 
 def test_a_kept_alive_connection_the_engine_closed_is_tried_again_once() -> None:
