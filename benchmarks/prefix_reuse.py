@@ -70,7 +70,7 @@ def main() -> None:
     for backend in args.backend or ["llama-cpp", "transformers"]:
         model = load(args.model, backend=backend, **_device_options(backend, args))
         for earlier in args.earlier or [0]:
-            drop = model.backend.drop_prompt_cache  # type: ignore[attr-defined]
+            drop = model.backend.drop_prompt_cache
             warm: list[float] = []
             cold: list[float] = []
             same = True

@@ -10,6 +10,7 @@ from ._catalog import catalog, default_model, resolve_model
 from ._errors import ModelError, UsageError
 from ._model import Model
 from .backends import BACKENDS, ENGINES, backend_class
+from .backends._remote import RemoteBackend
 
 __all__ = ["BACKENDS", "ENGINES", "backend_class", "load"]
 
@@ -45,7 +46,7 @@ def load(
             raise UsageError(
                 f"the {backend} backend takes no option {', '.join(unknown)}; its options: {', '.join(options)}"
             )
-    if getattr(cls, "remote", False):
+    if isinstance(cls, type) and issubclass(cls, RemoteBackend):
         return _load_remote(cls, model, family=family, template=template, download=download, options=backend_options)
     path, entry = resolve_model(model or default_model(), download=download)
     if entry is not None and backend not in entry.backends:

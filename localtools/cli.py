@@ -797,7 +797,7 @@ def _bench_pooled(args: argparse.Namespace) -> int:
         results = run_pooled(models, modes, cases, pool, max_tokens=args.max_tokens,
                              on_result=lambda r: step(f"{r.mode} {r.case_id}"))
     rows = summarize_pooled(results, modes)
-    contexts = sorted({str(getattr(m.backend, "n_ctx", None) or "?") for m in models.values()})
+    contexts = sorted({str(m.backend.capabilities.n_ctx or "?") for m in models.values()})
     table = Table(title=f"{len(cases)} cases from {', '.join(categories)}, asked against {len(pool)} pooled tools "
                   f"(context {'/'.join(contexts)} tokens, max_tokens {args.max_tokens})")
     for column in ("mode", "offered", "cases", "accuracy", "valid", "expected offered", "prompt tok mean", "max",
@@ -897,7 +897,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
     model = _load_model(args)
     # Behind an engine with no --model, the model is the one the engine serves.
-    served = model.name if getattr(model.backend, "remote", False) else default_model()
+    served = model.name if model.backend.capabilities.remote else default_model()
     name = args.name or Path(args.model or served).name.removesuffix(".gguf")
     config = ServerConfig(model_name=name, max_queue=args.queue, concurrency=args.concurrency,
                           default_max_tokens=args.max_tokens,

@@ -161,7 +161,7 @@ def test_sampling_with_a_temperature_stays_in_the_grammar(smollm: Model) -> None
     messages = [{"role": "user", "content": question}]
     replies = []
     for seed in (1, 2, 3, 1):
-        smollm.backend.drop_prompt_cache()  # type: ignore[attr-defined]
+        smollm.backend.drop_prompt_cache()
         result = smollm.chat(messages, tools, tool_choice="required", temperature=0.9, seed=seed, max_tokens=256)
         assert result.tool_calls, result.raw
         assert_valid(result, tools)

@@ -32,7 +32,7 @@ def test_the_second_turn_reuses_the_first_and_replies_as_a_cold_prompt_does(back
     messages, first_prompt = second_turn(model)
     warm = model.chat(messages, [TOOL], max_tokens=48)
     reused = getattr(model.backend, "reused_tokens", None)
-    model.backend.drop_prompt_cache()  # type: ignore[attr-defined]
+    model.backend.drop_prompt_cache()
     cold = model.chat(messages, [TOOL], max_tokens=48)
     assert warm.raw == cold.raw and warm.content
     assert warm.prompt_tokens == cold.prompt_tokens > first_prompt

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._prompt import Prompt
 from ..grammar import Grammar
 
-__all__ = ["Backend", "Generation", "TextFeed", "cut_at_stop", "held_back"]
+__all__ = ["Backend", "Capabilities", "Generation", "TextFeed", "cut_at_stop", "held_back"]
 
 
 @dataclass
@@ -81,15 +81,44 @@ class TextFeed:
             self.on_text(piece)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a backend can do, as it declares it; the server, the loop and the bench read this,
+    never the backend's attributes."""
+
+    #: An engine elsewhere runs the tokens (llama-server, vLLM, SGLang): requests may run at once.
+    remote: bool = False
+    #: The context size in tokens, when known.
+    n_ctx: int | None = None
+    #: Requests it serves at once.
+    concurrency: int = 1
+
+
 @runtime_checkable
 class Backend(Protocol):
-    """A text generator. It never sees tools: only a rendered prompt and an optional grammar."""
+    """A text generator. It never sees tools: only a rendered prompt and an optional grammar.
+
+    A backend of your own implements these members; ``ScriptedBackend`` shows the least one needs.
+    """
 
     name: str
     #: GGUF-style metadata used to pick a family ({} when unknown).
     metadata: dict[str, Any]
     bos_token: str
     eos_token: str
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What it can do (``Capabilities``)."""
+        ...
+
+    def health(self) -> dict[str, Any] | None:
+        """The state of the engine behind it (``{"ok": bool, ...}``); ``None`` in process."""
+        ...
+
+    def drop_prompt_cache(self) -> None:
+        """Forget cached prompt state, so the next prompt is evaluated in full (a no-op without one)."""
+        ...
 
     def generate(
         self,

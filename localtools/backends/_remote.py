@@ -34,7 +34,7 @@ from .._errors import (
 )
 from .._prompt import Prompt
 from ..grammar import Grammar, matches
-from ._base import Generation, TextFeed, cut_at_stop
+from ._base import Capabilities, Generation, TextFeed, cut_at_stop
 from ._tokenizers import Tokenizer
 
 __all__ = ["INSTALL_HINT", "EngineReply", "RemoteBackend", "TokenCache", "verify_reply"]
@@ -282,6 +282,14 @@ class RemoteBackend:
             cached_tokens=reply.cached_tokens,
             completion_tokens=reply.completion_tokens,
         )
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """An engine: as many requests at once as it batches, its context per request as it says."""
+        return Capabilities(remote=True, n_ctx=self.n_ctx, concurrency=self.concurrency)
+
+    def drop_prompt_cache(self) -> None:
+        """The engine keeps its own cache (llama-server's backend turns it off for the next request)."""
 
     def health(self) -> dict[str, Any]:
         """The engine's health as ``{"ok": bool, "detail": str}``; never raises."""

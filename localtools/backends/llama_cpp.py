@@ -16,7 +16,7 @@ from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, 
 from .._gguf import read_metadata
 from .._prompt import Prompt
 from ..grammar import Grammar
-from ._base import Generation
+from ._base import Capabilities, Generation
 from ._decode import PENALTY_WINDOW, FastForward, decode, penalised
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
@@ -216,6 +216,15 @@ class LlamaCppBackend:
             self._all = np.zeros(self.llm.n_vocab(), dtype=layout)
             self._all["id"] = np.arange(self.llm.n_vocab(), dtype=np.int32)
         return self._all
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """In process, one request at a time (a llama.cpp context is not thread-safe)."""
+        return Capabilities(n_ctx=self.n_ctx)
+
+    def health(self) -> None:
+        """Nothing behind it to ask."""
+        return None
 
     def drop_prompt_cache(self) -> None:
         """Forget the evaluated prefix, so the next prompt is processed from its first token.

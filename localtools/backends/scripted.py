@@ -9,7 +9,7 @@ from typing import Any
 from .._errors import ContextLengthExceeded, GenerationCancelled, UsageError
 from .._prompt import Prompt
 from ..grammar import Grammar, matches
-from ._base import Generation
+from ._base import Capabilities, Generation
 from ._decode import FastForward, decode
 
 __all__ = ["ScriptedBackend"]
@@ -85,6 +85,18 @@ class ScriptedBackend:
         except GenerationCancelled:
             self.cancelled_at.append(steps.written)
             raise
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """In process, one request at a time; ``n_ctx`` as given."""
+        return Capabilities(n_ctx=self.n_ctx)
+
+    def health(self) -> None:
+        """Nothing behind it to ask."""
+        return None
+
+    def drop_prompt_cache(self) -> None:
+        """It keeps no prompt state."""
 
     def tokenize(self, prompt: Prompt) -> list[int]:
         """One id per character of the prompt."""

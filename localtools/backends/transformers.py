@@ -19,7 +19,7 @@ from .._gguf import read_metadata
 from .._machine import cpu_flags
 from .._prompt import Prompt
 from ..grammar import Grammar, GrammarNotRegular
-from ._base import Generation
+from ._base import Capabilities, Generation
 from ._decode import FastForward, decode, penalised
 from ._masks import Matcher, compile_grammar, new_matcher
 
@@ -257,6 +257,15 @@ class TransformersBackend:
         """The context the model was trained for (``max_position_embeddings``), when it says."""
         limit = getattr(self.model.config, "max_position_embeddings", None)
         return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """In process, one request at a time."""
+        return Capabilities(n_ctx=self.n_ctx)
+
+    def health(self) -> None:
+        """Nothing behind it to ask."""
+        return None
 
     def drop_prompt_cache(self) -> None:
         """Forget the evaluated prefix, so the next prompt is processed from its first token (for

@@ -151,9 +151,7 @@ class ModelPeer:
         from .._errors import DisguisedCall, GenerationTruncated, SchemaViolation, ToolCallParseError
 
         # Modes share a backend's prompt cache; each must pay for its own prompt for the times to compare.
-        drop = getattr(self._model.backend, "drop_prompt_cache", None)
-        if drop is not None:
-            drop()
+        self._model.backend.drop_prompt_cache()
         start = time.perf_counter()
         try:
             reply = self._model.chat(messages, tools, tool_choice=tool_choice, constrained=self.constrained,

@@ -133,9 +133,7 @@ def run_scenario(model: Model | Peer, label: str, scenario: Scenario, *, constra
     started = time.perf_counter()
     try:
         if isinstance(model, Model):
-            drop = getattr(model.backend, "drop_prompt_cache", None)
-            if drop is not None:
-                drop()
+            model.backend.drop_prompt_cache()
             result.answer, result.steps = _agent_loop(model, scenario, execute, constrained=constrained,
                                                       max_steps=max_steps, max_tokens=max_tokens)
         else:

@@ -199,12 +199,13 @@ def create_app(model: Model, config: ServerConfig) -> Any:
     except ImportError as exc:
         raise MissingDependency(f"localtools serve needs starlette and uvicorn: {SERVE_HINT}") from exc
 
-    engine = bool(getattr(model.backend, "remote", False))
+    can = model.backend.capabilities
+    engine = can.remote
     if config.concurrency is not None and config.concurrency > 1 and not engine:
         raise UsageError(f"concurrency {config.concurrency} needs an engine backend (--backend llama-server, vllm or "
                          f"sglang): the {model.backend.name} backend runs the model in this process, one request at a "
                          "time (a llama.cpp context is not thread-safe)")
-    concurrency = config.concurrency or (int(getattr(model.backend, "concurrency", 1)) if engine else 1)
+    concurrency = config.concurrency or (can.concurrency if engine else 1)
     worker = _Worker(config.max_queue, concurrency)
 
     def error(status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
@@ -366,10 +367,11 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         body: dict[str, Any] = {"status": "ok", "model": config.model_name, "family": model.family.name,
                                 "backend": model.backend.name, "concurrency": worker.concurrency,
                                 "pending": worker.pending, "served": worker.served, "rejected": worker.rejected}
-        ask = getattr(model.backend, "health", None)
-        if callable(ask):
+        if model.backend.capabilities.remote:
             # An engine behind the model: this server is as healthy as it is.
-            engine = await asyncio.get_running_loop().run_in_executor(None, ask)
+            engine = await asyncio.get_running_loop().run_in_executor(None, model.backend.health)
+            if engine is None:
+                return JSONResponse(body)
             body["engine"] = engine
             if not engine.get("ok"):
                 body["status"] = "engine_unavailable"
