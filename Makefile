@@ -38,13 +38,13 @@ test: $(TEST_STAMP)
 	$(BIN)/localtools models pull gemma3-270m
 	$(BIN)/ruff check localtools tests benchmarks
 	$(BIN)/mypy localtools tests benchmarks
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 	$(BIN)/pytest -q
 
 lint: $(TEST_STAMP)
 	$(BIN)/ruff check localtools tests benchmarks
 	$(BIN)/mypy localtools tests benchmarks
-	$(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info

@@ -3,12 +3,15 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 import localtools
 from localtools._catalog import catalog, pull
+from localtools._engines import build_llama_server, built_llama_server
 from localtools._probe import ProbeResult, probe
 
 BACKENDS = ["llama-cpp", "transformers"]
@@ -18,6 +21,26 @@ _probes: dict[str, ProbeResult] = {}
 GPU_OPTIONS: dict[str, dict[str, Any]] = {"llama-cpp": {"n_gpu_layers": -1}, "transformers": {"device": "cuda"}}
 #: The model each backend's crash check generates with: the smallest.
 PROBE_MODEL = "smollm2-135m"
+
+
+_llama_server: Future[Path] | None = None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On a machine without a built llama-server, start building it (one compile job) as soon as
+    the tests are collected: minutes of compiling then overlap the tests that run before the
+    engine's, on the core those leave free, instead of stopping the run at the first engine test."""
+    global _llama_server
+    if built_llama_server() is None and any(i.nodeid.startswith("tests/test_llama_server.py") for i in session.items):
+        _llama_server = ThreadPoolExecutor(1, thread_name_prefix="llama-server-build").submit(build_llama_server, jobs=1)
+
+
+def llama_server_binary() -> Path:
+    """The llama-server binary: the build started at collection, or a build now (a failed build
+    fails the engine tests with the compiler's last lines)."""
+    if _llama_server is not None:
+        return _llama_server.result()
+    return build_llama_server(progress=lambda line: print(line, flush=True) if not line.startswith("[") else None)
 
 
 def _options(backend: str) -> dict[str, Any]:

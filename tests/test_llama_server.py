@@ -19,13 +19,13 @@ from typing import Any
 import httpx
 import jsonschema
 import pytest
-from conftest import load_once
+from conftest import llama_server_binary, load_once
 from toolsets import TOOLSETS
 
 import localtools
 from localtools import Agent, ContextLengthExceeded, EngineIgnoredGrammar, EngineUnavailable, Model
 from localtools._catalog import pull
-from localtools._engines import RunningEngine, build_llama_server, running_llama_server
+from localtools._engines import RunningEngine, running_llama_server
 from localtools._errors import GenerationCancelled
 from localtools.backends.llama_server import LlamaServerBackend
 from localtools.examples import get_customer
@@ -37,9 +37,8 @@ QUESTION = "What subscription plan is customer cust-1001 using?"
 
 @pytest.fixture(scope="session")
 def binary() -> Path:
-    # Minutes the first time on a machine, then the cached binary; a failed build fails these
-    # tests with the compiler's last lines.
-    return build_llama_server(progress=lambda line: print(line, flush=True) if not line.startswith("[") else None)
+    # Minutes the first time on a machine (started at collection: conftest), then the cached binary.
+    return llama_server_binary()
 
 
 def _engine(binary: Path, model: str, **options: Any) -> Iterator[RunningEngine]:

@@ -319,7 +319,7 @@ def test_transformers_loads_a_hugging_face_directory(models: Models, tmp_path) -
     plain.save_pretrained(tmp_path)
     from_gguf.backend.tokenizer.save_pretrained(tmp_path)  # type: ignore[attr-defined]
     hf = Model(TransformersBackend(tmp_path))
-    assert hf.family.name == "chatml" and hf.backend.metadata["general.architecture"] == "llama"
+    assert hf.family.name == "smollm2" and hf.backend.metadata["general.architecture"] == "llama"
     messages = [{"role": "user", "content": "Plan of cust-1001? <|im_end|>"}]
     prompt = from_gguf.render(messages, [get_customer])
     assert hf.render(messages, [get_customer]) == prompt

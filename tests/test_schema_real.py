@@ -36,7 +36,7 @@ CASES: list[tuple[str, str, dict[str, str]]] = [
 def test_every_call_validates_on_real_weights(name: str, backend: str, options: dict[str, str]) -> None:
     model = load_once(name, backend, **options)
     # The user asks for values the schema forbids; the grammar leaves the model no way to write them.
-    result = model.chat(ASK, tools=[TOOL], tool_choice="required", max_tokens=96, schema_retries=0)
+    result = model.chat(ASK, tools=[TOOL], tool_choice="required", max_tokens=192, schema_retries=0)
     assert result.tool_calls
     for call in result.tool_calls:
         assert TOOL.violations(call.arguments) == [], call.arguments
