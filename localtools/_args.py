@@ -50,11 +50,7 @@ def read_args(syntax: str, text: str, pos: int, schema: Any = None, tags: tuple[
 
 # -- xml ------------------------------------------------------------------------------------------
 def _read_xml(text: str, pos: int, schema: Any) -> tuple[dict[str, Any], int]:
-    schema = schema if isinstance(schema, dict) else {}
-    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
-    schema = _resolved(schema, defs)
-    props = schema.get("properties") or {}
-    extra = schema.get("additionalProperties")
+    props, extra, defs = _members(schema)
     out: dict[str, Any] = {}
     while text.startswith("<parameter=", pos):
         close = text.find(">", pos)
@@ -76,11 +72,7 @@ def _read_kv(text: str, pos: int, schema: Any, tags: tuple[str, str, str], typed
              ) -> tuple[dict[str, Any], int]:
     open_, mid, close = tags
     core = close.rstrip() or close
-    schema = schema if isinstance(schema, dict) else {}
-    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
-    schema = _resolved(schema, defs)
-    props = schema.get("properties") or {}
-    extra = schema.get("additionalProperties")
+    props, extra, defs = _members(schema)
     out: dict[str, Any] = {}
     while text.startswith(open_, pos):
         found = sorted((at, len(m)) for m in {mid, typed_mid} if (at := text.find(m, pos + len(open_))) >= 0)
@@ -97,6 +89,14 @@ def _read_kv(text: str, pos: int, schema: Any, tags: tuple[str, str, str], typed
         pos = end + len(core)
         pos += len(close) - len(core) if text.startswith(close[len(core):], pos) else 0
     return out, pos
+
+
+def _members(schema: Any) -> tuple[dict[str, Any], Any, dict[str, Any]]:
+    """An arguments schema's properties, its ``additionalProperties`` and its definitions, ``$ref`` followed."""
+    schema = schema if isinstance(schema, dict) else {}
+    defs = {**schema.get("definitions", {}), **schema.get("$defs", {})}
+    schema = _resolved(schema, defs)
+    return schema.get("properties") or {}, schema.get("additionalProperties"), defs
 
 
 def _resolved(schema: Any, defs: dict[str, Any]) -> Any:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -264,6 +265,13 @@ def _shape(text: str, call: tuple[str, dict[str, Any], str], tags: tuple[str, ..
     return _Shape(pieces, holes, syntax, variant, tuple(kv) if syntax == "kv" and kv else ())
 
 
+def _without_end(text: str, stops: Sequence[str]) -> str:
+    """``text`` without the stop strings and end-of-sequence token that end it (and the space before them)."""
+    while ends := [e for e in (*stops, _TOKENS["eos_token"]) if text.endswith(e)]:
+        text = text[:-len(ends[0])].rstrip()
+    return text
+
+
 def _first_tag(text: str) -> str:
     """The first tag of ``text`` (``<|im_end|>`` of ``<|im_end|>\n<|im_start|>``), or its first line."""
     text = text.strip()
@@ -337,9 +345,7 @@ def derive(source: str) -> Derived:
     def calls_of(text: str) -> str:
         # Whitespace around the calls belongs to neither call (the parser skips it), and the end
         # of the turn (a stop string, the end-of-sequence token) is no part of them.
-        text = text.strip()
-        while ends := [e for e in (*stops, _TOKENS["eos_token"]) if text.endswith(e)]:
-            text = text[:-len(ends[0])].rstrip()
+        text = _without_end(text.strip(), stops)
         for k in range(min(len(text), len(prompt)), 0, -1):
             if text[0] in "<[" and text[k - 1] in ">]" and prompt.endswith(text[:k]):
                 return text[k:].lstrip()
@@ -487,9 +493,7 @@ def round_trip(family: Family, source: str | None = None) -> RoundTrip:
             # no call, nor is the end of the turn after them.
             at = reply.find(family.call_start)
             reply = reply[at:] if at >= 0 else reply
-            while ends := [e for e in (*family.stop, _TOKENS["eos_token"]) if reply.rstrip().endswith(e)]:
-                reply = reply.rstrip()[:-len(ends[0])]
-            reply = reply.rstrip()
+            reply = _without_end(reply.rstrip(), family.stop)
             for choice in ("auto", "required"):
                 try:
                     fmt = reply_format(family, TOOLS, choice)

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from localtools import families, get_family
+from localtools._derive import rendered_reply
 from localtools._families import Family
-from localtools._prompt import render
 from localtools._reply import reasoning_mode, reply_format
 from localtools._template_check import CONVERSATIONS, TOOLS
 from localtools.grammar import matches
@@ -28,16 +28,7 @@ _TOKENS: dict[str, Any] = {"bos_token": "<s>", "eos_token": "</s>"}
 
 def reply_after_prompt(family: Family, messages: list[dict[str, Any]], k: int, **variables: Any) -> tuple[str, str]:
     """(prompt, reply): the prompt for turn ``k`` and what the template writes after it for that turn."""
-    source = family.template_source()
-    prompt = render(source, messages[:k], TOOLS, **_TOKENS, **variables).text
-    history = render(source, messages[:k + 1], TOOLS, add_generation_prompt=False, **_TOKENS, **variables).text
-    shared = next((i for i, (a, b) in enumerate(zip(prompt, history, strict=False)) if a != b), len(prompt))
-    # Back to the end of a tag or line: "<|channel>" and "<|tool_call>" share "<|".
-    while shared and history[shared - 1] not in "\n>]":
-        shared -= 1
-    turn = history[shared:]
-    ends = [i for stop in family.stop if (i := turn.find(stop)) >= 0]
-    return prompt, turn[:min(ends)] if ends else turn
+    return rendered_reply(family.template_source(), messages, k, TOOLS, family.stop, **_TOKENS, **variables)
 
 
 def expected_calls(message: dict[str, Any]) -> list[tuple[str, Any]]:
