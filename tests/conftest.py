@@ -26,6 +26,12 @@ PROBE_MODEL = "smollm2-135m"
 _llama_server: Future[Path] | None = None
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The engine tests run last: on a machine without a built llama-server, its compile then has
+    the whole run to finish on the core the other tests leave free."""
+    items.sort(key=lambda item: item.nodeid.startswith("tests/test_llama_server.py"))
+
+
 def pytest_collection_finish(session: pytest.Session) -> None:
     """On a machine without a built llama-server, start building it (one compile job) as soon as
     the tests are collected: minutes of compiling then overlap the tests that run before the

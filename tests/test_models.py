@@ -289,6 +289,33 @@ def test_same_prompt_same_token_ids_on_both_backends(models: Models, which: str)
     assert len(ids) > 100 and hf.backend.tokenize(prompt) == ids
 
 
+def test_a_kept_conversion_is_the_model_the_gguf_file_gives(models: Models) -> None:
+    # Loaded from the GGUF file, the weights are converted and kept; a later load reads the kept
+    # directory. Both must be the same model: weights, tokenizer (special tokens in text too), the
+    # chat template, end and special tokens, and so the same greedy reply.
+    import torch
+
+    from localtools._catalog import pull
+    from localtools.backends.transformers import TransformersBackend, converted_dir
+
+    path = pull(PROBE_MODEL)
+    models(PROBE_MODEL, "transformers")
+    kept = TransformersBackend(path)
+    dtype = str(kept.dtype).removeprefix("torch.")
+    assert (converted_dir(path, dtype) / "complete").is_file()
+    fresh = TransformersBackend(path, keep_converted=False)
+    assert kept.tokenizer.name_or_path == str(converted_dir(path, dtype)) != fresh.tokenizer.name_or_path
+    text = "<|im_start|>user\nÜnïcödé 東京 🙂 <|im_end|>\t\n\n x<|endoftext|>"
+    assert kept.tokenizer(text)["input_ids"] == fresh.tokenizer(text)["input_ids"]
+    assert kept.tokenizer.chat_template == fresh.tokenizer.chat_template
+    assert (kept._eog, kept._special, kept.bos_token, kept.eos_token) == \
+        (fresh._eog, fresh._special, fresh.bos_token, fresh.eos_token)
+    ours, theirs = kept.model.state_dict(), fresh.model.state_dict()
+    assert ours.keys() == theirs.keys() and all(torch.equal(ours[k], theirs[k]) for k in ours)
+    prompt = Model(kept, family="smollm2").render([{"role": "user", "content": "Name three colours."}])
+    assert kept.generate(prompt, max_tokens=24).text == fresh.generate(prompt, max_tokens=24).text
+
+
 @pytest.mark.parametrize(("label", "tools", "question"), TOOLSETS, ids=[t[0] for t in TOOLSETS])
 def test_gemma_base_model_makes_valid_calls_under_the_grammar(models: Models, label: str, tools: list[dict],
                                                               question: str) -> None:

@@ -809,6 +809,9 @@ class SchemaGrammar:
                                         keyword="propertyNames", path=path)
             return self._bracketed("{", Lit(""), "}")
         props, required, _ = object_members(schema, name, path)
+        # Every declared key, those propertyNames bars included: none may come back as an
+        # undeclared key (a barred one may not be written at all).
+        declared = list(props)
         if isinstance(schema.get("propertyNames"), dict) and props:
             props = self._named_keys(props, required, schema["propertyNames"], name, path)
         for key in ("properties", "required"):
@@ -823,7 +826,7 @@ class SchemaGrammar:
                                if any(_may_match(pat, k) for pat in schema["patternProperties"]))
         members = [seq(Lit(_dump(k) + ": "), self.rule(v, f"{name}-{k}", _pointer(path, "properties", k)))
                    for k, v in props.items()]
-        extra = self._extra_member(schema, name, path, list(props))
+        extra = self._extra_member(schema, name, path, declared)
         if extra is None:
             if not members:
                 return self._bracketed("{", Lit(""), "}")
