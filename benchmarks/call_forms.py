@@ -22,12 +22,12 @@ import argparse
 import dataclasses
 
 from localtools import Model, load
-from localtools._catalog import resolve_model
-from localtools._families import Family
 from localtools.bench._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample
 from localtools.bench._peers import NativePeer, Peer
 from localtools.bench._runner import Mode, run_bench, summarize, write_json
 from localtools.bench._scenarios import SCENARIOS, ScenarioResult, run_scenario, summarize_scenarios
+from localtools.families._families import Family
+from localtools.host._catalog import resolve_model
 
 #: The hints the stages add when the family record has none.
 LIST_HINT = ("When the request needs several function calls, return all of them at once as a JSON list of "

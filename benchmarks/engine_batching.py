@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from localtools._catalog import pull
-from localtools._engines import build_llama_server, running_llama_server
+from localtools.host._catalog import pull
+from localtools.host._engines import build_llama_server, running_llama_server
 
 
 def main() -> None:

@@ -17,9 +17,9 @@ import statistics
 from typing import Any
 
 import localtools
-from localtools._machine import machine
 from localtools.backends.llama_cpp import build_features, extra_buffers_choice, system_info
 from localtools.examples import ALL
+from localtools.host._machine import machine
 
 #: A tool-calling turn's prompt: schemas and a conversation (the turn column estimates its time from the
 #: measured speeds).

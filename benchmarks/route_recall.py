@@ -14,7 +14,7 @@ import argparse
 import time
 
 from localtools import Tool
-from localtools._routing import EmbeddingRouter
+from localtools.agent._routing import EmbeddingRouter
 from localtools.bench import bfcl_data_dir, load_cases, pool_tools
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import collections
 
-from localtools._catalog import cache_dir
 from localtools.bench._suite import fetch_suite, load_suite, score_suite
+from localtools.host._catalog import cache_dir
 
 
 def main() -> None:

@@ -159,8 +159,8 @@ def main() -> None:
     rows = [("in process, 1 client, sequential", alone), (f"in process, {args.clients} clients x {args.requests}", loaded)]
     engine_loaded = engine_health = None
     if args.engine:
-        from localtools._catalog import pull
-        from localtools._engines import build_llama_server, running_llama_server
+        from localtools.host._catalog import pull
+        from localtools.host._engines import build_llama_server, running_llama_server
 
         with running_llama_server(pull(args.model), binary=build_llama_server(), parallel=args.parallel) as engine:
             proc, url = start_server(args.model, "--queue", str(args.queue), "--backend", args.engine,

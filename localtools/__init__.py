@@ -1,23 +1,5 @@
 """localtools: prompt-based, grammar-constrained tool calling for local open models."""
 
-from ._agent import (
-    Agent,
-    AgentEvent,
-    CallOutcome,
-    CallTrace,
-    Observer,
-    RunDone,
-    RunFailed,
-    RunResult,
-    RunStarted,
-    StepDone,
-    StepTrace,
-    ToolResult,
-)
-from ._catalog import catalog, pull
-from ._choose import FamilyCheck, FamilyMismatchWarning, Verdict, choose_family, register_family
-from ._context import ContextBudget
-from ._derive import Derived, derive
 from ._errors import (
     AgentError,
     ApprovalDenied,
@@ -53,11 +35,23 @@ from ._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ._families import Family, families, get_family
-from ._load import BACKENDS, ENGINES, load
-from ._mcp import MCPTools, mcp_tools
-from ._memory import Memory
-from ._middleware import (
+from .agent._agent import (
+    Agent,
+    AgentEvent,
+    CallOutcome,
+    CallTrace,
+    Observer,
+    RunDone,
+    RunFailed,
+    RunResult,
+    RunStarted,
+    StepDone,
+    StepTrace,
+    ToolResult,
+)
+from .agent._context import ContextBudget
+from .agent._memory import Memory
+from .agent._middleware import (
     Accounting,
     AuditLog,
     Cache,
@@ -69,15 +63,21 @@ from ._middleware import (
     RunUsage,
     ToolUsage,
 )
-from ._model import Model
-from ._otel import OpenTelemetry
-from ._parse import ToolCall, parse_reply
-from ._prompt import Prompt
-from ._redact import DEFAULT_SENSITIVE_KEYS, redact, redact_json
-from ._reply import DisguiseRetry
-from ._results import Full, Pick, ResultContext, ResultPolicy, Summarize, Truncate
-from ._routing import EmbeddingRouter, Router, Routers, RuleRouter
-from ._stream import (
+from .agent._otel import OpenTelemetry
+from .agent._redact import DEFAULT_SENSITIVE_KEYS, redact, redact_json
+from .agent._results import Full, Pick, ResultContext, ResultPolicy, Summarize, Truncate
+from .agent._routing import EmbeddingRouter, Router, Routers, RuleRouter
+from .backends.scripted import ScriptedBackend
+from .families._choose import FamilyCheck, FamilyMismatchWarning, Verdict, choose_family, register_family
+from .families._derive import Derived, derive
+from .families._families import Family, families, get_family
+from .families._parse import ToolCall, parse_reply
+from .families._prompt import Prompt
+from .families._reply import DisguiseRetry
+from .host._catalog import catalog, pull
+from .model._load import BACKENDS, ENGINES, load
+from .model._model import Model
+from .model._stream import (
     DisguiseCaught,
     ReasoningDelta,
     SchemaRepair,
@@ -88,9 +88,9 @@ from ._stream import (
     ToolCallStarted,
     TurnDone,
 )
-from ._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
-from ._turn import ChatResult
-from .backends.scripted import ScriptedBackend
+from .model._turn import ChatResult
+from .tools._mcp import MCPTools, mcp_tools
+from .tools._tools import DESTRUCTIVE, IDEMPOTENT, Tool, ToolRegistry, tool
 
 __version__ = "0.1.0"
 

@@ -1,4 +1,5 @@
-"""Access to the data files shipped in the wheel (templates/, grammars/)."""
+"""The data files inside the package: family templates and grammars (``families/templates``,
+``families/grammars``) and the model catalog (``host/models.txt``)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from importlib import resources
 
 __all__ = ["list_files", "read_text"]
 
-_PACKAGES = {"templates": "localtools.templates", "grammars": "localtools.grammars"}
+_PACKAGES = {"templates": "localtools.families.templates", "grammars": "localtools.families.grammars",
+             "catalog": "localtools.host"}
 
 
 def read_text(folder: str, name: str) -> str:

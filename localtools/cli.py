@@ -44,7 +44,7 @@ EPILOG = """examples:
 
 def _load_tools(specs: list[str]) -> list[Any]:
     """``module:attr`` or ``path/to/file.py:attr``; attr is a tool, a callable or a list of them."""
-    from ._tools import as_tool
+    from .tools._tools import as_tool
 
     out: list[Any] = []
     for spec in specs:
@@ -361,7 +361,7 @@ def _backends(args: argparse.Namespace) -> list[str]:
 
 
 def _load_model(args: argparse.Namespace) -> Any:
-    from ._load import load
+    from .model._load import load
 
     # Only the options given on the command line; each backend rejects those it does not take.
     given = {"n_gpu_layers": args.n_gpu_layers, "n_ctx": args.n_ctx, "extra_buffers": args.extra_buffers,
@@ -375,7 +375,7 @@ def _load_model(args: argparse.Namespace) -> Any:
 
 
 def _set_disguise_retry(model: Any, args: argparse.Namespace) -> None:
-    from ._reply import DisguiseRetry
+    from .families._reply import DisguiseRetry
 
     if getattr(args, "disguise_retry", None):
         model.disguise_retry = DisguiseRetry(args.disguise_retry)
@@ -402,7 +402,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
 
 def _mcp_tools(specs: list[str], servers: contextlib.ExitStack) -> list[Any]:
     """The tools of each ``--mcp`` server; each session closes with ``servers``."""
-    from ._mcp import mcp_tools
+    from .tools._mcp import mcp_tools
 
     out: list[Any] = []
     for spec in specs:
@@ -412,10 +412,10 @@ def _mcp_tools(specs: list[str], servers: contextlib.ExitStack) -> list[Any]:
 
 
 def _run(args: argparse.Namespace, tools: list[Any]) -> int:
-    from ._agent import Agent, RunResult, write_trace
     from ._errors import AgentError
-    from ._middleware import AuditLog
-    from ._routing import EmbeddingRouter
+    from .agent._agent import Agent, RunResult, write_trace
+    from .agent._middleware import AuditLog
+    from .agent._routing import EmbeddingRouter
 
     model = _load_model(args)
     resume = args.run_file is not None and Path(args.run_file).exists()
@@ -460,8 +460,8 @@ async def _show_run(agent: Any, question: str, run_file: str | None = None) -> A
     once whole (→), its result (←), and the answer last."""
     from rich.console import Console
 
-    from ._agent import RunDone, StepDone, ToolResult
-    from ._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, TextDelta, ToolCallDone
+    from .agent._agent import RunDone, StepDone, ToolResult
+    from .model._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, TextDelta, ToolCallDone
 
     console = Console(highlight=False, soft_wrap=True)
     writing = ""  # what the line being written holds: "", "reasoning" or "text"
@@ -514,8 +514,8 @@ async def _show_run(agent: Any, question: str, run_file: str | None = None) -> A
 
 
 def _cmd_render(args: argparse.Namespace) -> int:
-    from ._model import Model
     from .backends.scripted import ScriptedBackend
+    from .model._model import Model
 
     tools = _load_tools(args.tools)
     # With only --family, no weights are needed: a backend-less model renders the family's template.
@@ -536,7 +536,7 @@ def _cmd_render(args: argparse.Namespace) -> int:
 
 
 def _cmd_templates(args: argparse.Namespace) -> int:
-    from ._families import families
+    from .families._families import families
 
     if getattr(args, "templates_command", None) == "check":
         return _check_template(args.family, args.against)
@@ -552,8 +552,8 @@ def _cmd_templates(args: argparse.Namespace) -> int:
 
 
 def _check_template(family_name: str, against: str) -> int:
-    from ._families import get_family
-    from ._template_check import compare_templates, load_template
+    from .families._families import get_family
+    from .families._template_check import compare_templates, load_template
 
     family = get_family(family_name)
     results = compare_templates(family.template_source(), load_template(against))
@@ -581,10 +581,10 @@ def _check_template(family_name: str, against: str) -> int:
 def _derive_template(source: str, name: str, save: str | None) -> int:
     import tempfile
 
-    from ._choose import choose_family
-    from ._derive import derive, round_trip
     from ._errors import DeriveError, FamilyNotFound
-    from ._template_check import load_template
+    from .families._choose import choose_family
+    from .families._derive import derive, round_trip
+    from .families._template_check import load_template
 
     template = load_template(source)
     try:
@@ -615,7 +615,7 @@ def _derive_template(source: str, name: str, save: str | None) -> int:
 
 
 def _cmd_models(args: argparse.Namespace) -> int:
-    from ._catalog import catalog, pull
+    from .host._catalog import catalog, pull
 
     if args.models_command == "list":
         for entry in catalog().values():
@@ -641,8 +641,8 @@ def _cmd_models(args: argparse.Namespace) -> int:
 
 
 def _cmd_engines(args: argparse.Namespace) -> int:
-    from ._catalog import default_model, resolve_model
-    from ._engines import build_llama_server, running_llama_server
+    from .host._catalog import default_model, resolve_model
+    from .host._engines import build_llama_server, running_llama_server
 
     def progress(line: str) -> None:
         print(f"… {line}", file=sys.stderr, flush=True)
@@ -662,7 +662,7 @@ def _cmd_engines(args: argparse.Namespace) -> int:
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:
-    from ._doctor import diagnose, render
+    from .ops._doctor import diagnose, render
 
     def progress(step: str) -> None:
         print(f"… {step}", file=sys.stderr, flush=True)
@@ -674,8 +674,8 @@ def _cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str]) -> tuple[dict[tuple[str, str], Any], list[Any]]:
-    from ._catalog import resolve_model
     from .bench import LlamaCppPythonPeer, Mode, NativePeer, OpenAIPeer, parse_peer
+    from .host._catalog import resolve_model
 
     peers: list[Any] = []
     for spec in args.peer:
@@ -739,7 +739,7 @@ def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any
 
 def _bench_targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
     """The --model names and --backend names a bench run covers."""
-    from ._catalog import default_model
+    from .host._catalog import default_model
 
     names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
     engines = [b for b in backends if b in ENGINES]
@@ -750,7 +750,7 @@ def _bench_targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 
 
 def _bench_models(args: argparse.Namespace, names: list[str], backends: list[str]) -> dict[tuple[str, str], Any]:
-    from ._load import load
+    from .model._load import load
 
     models = {(name, backend): load(name, backend=backend, **_engine_options(args, backend)) for name in names
               for backend in backends}
@@ -771,7 +771,7 @@ def _bench_pooled(args: argparse.Namespace) -> int:
     """``bench --pooled``: every case against one pooled tool set, all of it vs routed to the top k."""
     from rich.table import Table
 
-    from ._routing import EmbeddingRouter
+    from .agent._routing import EmbeddingRouter
     from .bench import bfcl_data_dir, load_cases, sample, write_json
     from .bench._pooled import PooledMode, pool_tools, run_pooled, summarize_pooled
 
@@ -892,7 +892,7 @@ def _cmd_bench(args: argparse.Namespace) -> int:
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
-    from ._catalog import default_model
+    from .host._catalog import default_model
     from .serve import ServerConfig, create_app, serve
 
     model = _load_model(args)

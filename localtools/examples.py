@@ -13,7 +13,7 @@ from enum import StrEnum
 from pathlib import Path
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ._tools import tool
+from .tools._tools import tool
 
 __all__ = ["ALL", "calculator", "convert_units", "current_time", "get_customer", "read_file"]
 

@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 import localtools
-from localtools._catalog import catalog, pull
-from localtools._engines import build_llama_server, built_llama_server
-from localtools._probe import ProbeResult, probe
+from localtools.host._catalog import catalog, pull
+from localtools.host._engines import build_llama_server, built_llama_server
+from localtools.ops._probe import ProbeResult, probe
 
 BACKENDS = ["llama-cpp", "transformers"]
 _loaded: dict[tuple[str, str, str], localtools.Model] = {}
@@ -91,9 +91,9 @@ def require_backend(backend: str) -> None:
 @pytest.fixture
 def shared_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     """``localtools.load``, the CLI's way in too, answers catalog names from ``load_once``."""
-    import localtools._load
+    import localtools.model._load
 
-    real = localtools._load.load
+    real = localtools.model._load.load
 
     def load(model: str | None = None, *, backend: str = "llama-cpp", family: str | None = None,
              template: str | None = None, download: bool = True, **options: Any) -> localtools.Model:
@@ -103,7 +103,7 @@ def shared_loads(monkeypatch: pytest.MonkeyPatch) -> None:
         return shared if family is None and template is None else \
             localtools.Model(shared.backend, family=family, template=template)
 
-    monkeypatch.setattr(localtools._load, "load", load)
+    monkeypatch.setattr(localtools.model._load, "load", load)
     monkeypatch.setattr(localtools, "load", load)
 
 

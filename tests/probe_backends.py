@@ -1,4 +1,4 @@
-"""Backends for the probe and doctor tests, loaded by ``python -m localtools._probe`` in a child process.
+"""Backends for the probe and doctor tests, loaded by ``python -m localtools.ops._probe`` in a child process.
 
 ``Crashing`` dies of a real SIGSEGV while loading, as a native library does, unless loaded with
 ``safe=True``; the doctor's retry after a crash then finds the option that works.

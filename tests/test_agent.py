@@ -21,7 +21,7 @@ from localtools import (
     Tool,
     tool,
 )
-from localtools._agent import write_trace
+from localtools.agent._agent import write_trace
 
 CUSTOMERS = {"cust-1001": {"plan": "pro"}}
 

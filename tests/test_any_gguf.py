@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from localtools import FamilyMismatchWarning, FamilyNotFound, Verdict, choose_family, derive, get_family
-from localtools._choose import check_family
-from localtools._derive import round_trip
-from localtools._engines import official_templates
-from localtools._template_check import compare_templates
+from localtools.families._choose import check_family
+from localtools.families._derive import round_trip
+from localtools.families._template_check import compare_templates
+from localtools.host._engines import official_templates
 
 VERDICTS = Path(__file__).parent / "data" / "official_template_verdicts.json"
 
@@ -121,10 +121,10 @@ def _broken_calls(reply: str) -> list[str]:
 
 def test_templates_derive_on_the_catalog_gguf_equals_its_family(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from localtools import catalog
-    from localtools._derive import rendered_reply
-    from localtools._reply import reply_format
-    from localtools._template_check import CONVERSATIONS, TOOLS
     from localtools.cli import main
+    from localtools.families._derive import rendered_reply
+    from localtools.families._reply import reply_format
+    from localtools.families._template_check import CONVERSATIONS, TOOLS
     from localtools.grammar import matches
 
     gguf = catalog()["qwen2.5-coder-0.5b"].path

@@ -8,7 +8,7 @@ import pytest
 
 import localtools
 from localtools import BackendNotInstalled, LocalToolsError
-from localtools._catalog import catalog
+from localtools.host._catalog import catalog
 
 
 @pytest.mark.parametrize(("module", "backend", "hint"), [

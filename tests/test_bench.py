@@ -81,8 +81,8 @@ def test_run_bench_scores_each_mode(tmp_path: Path) -> None:
 
 
 def test_cli_bench_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from localtools import _load
     from localtools.cli import main
+    from localtools.model import _load
 
     monkeypatch.setattr(_load, "load", lambda name, backend: scripted_model())
     out = tmp_path / "bench.json"
@@ -102,8 +102,8 @@ def test_cli_bench_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
 
 
 def test_cli_bench_draws_the_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from localtools import _load
     from localtools.cli import main
+    from localtools.model import _load
 
     monkeypatch.setattr(_load, "load", lambda name, backend: scripted_model())
     png = tmp_path / "bench.png"
@@ -117,8 +117,8 @@ def test_plot_needs_matplotlib_before_the_run(tmp_path: Path, monkeypatch: pytes
                                               capsys: pytest.CaptureFixture[str]) -> None:
     import sys
 
-    from localtools import _load
     from localtools.cli import main
+    from localtools.model import _load
 
     loads: list[str] = []
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from localtools import families, get_family
-from localtools._derive import rendered_reply
-from localtools._families import Family
-from localtools._reply import reasoning_mode, reply_format
-from localtools._template_check import CONVERSATIONS, TOOLS
+from localtools.families._derive import rendered_reply
+from localtools.families._families import Family
+from localtools.families._reply import reasoning_mode, reply_format
+from localtools.families._template_check import CONVERSATIONS, TOOLS
 from localtools.grammar import matches
 
 #: Families whose official template does not render an assistant's calls at all (they leave
@@ -87,7 +87,7 @@ def test_the_round_trip_covers_every_syntax() -> None:
 
 def test_python_strings_hold_no_control_characters_and_bad_literals_are_parse_errors() -> None:
     from localtools import ToolCallParseError
-    from localtools._args import read_args
+    from localtools.families._args import read_args
 
     tool = [{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"s": {"type": "string"}}, "required": ["s"]}}}]
@@ -123,7 +123,7 @@ def test_keys_a_syntax_cannot_write_bare_are_refused_by_name() -> None:
 
 
 def test_xml_values_are_typed_by_the_schema_the_grammar_used() -> None:
-    from localtools._args import read_args
+    from localtools.families._args import read_args
 
     schema = {"type": "object", "$defs": {"E": {"enum": ["1", "2"]}}, "properties": {
         "a": {"$ref": "#/$defs/E"}, "b": {"type": ["string", "null"]}, "n": {"type": "integer"}},
@@ -136,7 +136,7 @@ def test_an_argument_syntax_the_parser_would_not_read_is_refused_when_the_family
     import dataclasses
 
     from localtools import TemplateError
-    from localtools._families import _family
+    from localtools.families._families import _family
 
     record = {k: v for k, v in dataclasses.asdict(get_family("qwen3.5")).items() if k not in ("name", "directory")}
     with pytest.raises(TemplateError, match="pattern"):

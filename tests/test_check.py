@@ -24,7 +24,7 @@ from localtools import (
     TurnDone,
     UsageError,
 )
-from localtools._check import violations
+from localtools.grammar._check import violations
 from localtools.serve._app import ServerConfig, create_app
 from localtools.serve._openai import ChunkWriter
 

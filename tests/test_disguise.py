@@ -23,8 +23,8 @@ from localtools import (
     UsageError,
     families,
 )
-from localtools._parse import ARGUMENT_KEYS, NAME_KEYS, disguised_calls, first_disguise
-from localtools._reply import DisguiseRetry
+from localtools.families._parse import ARGUMENT_KEYS, NAME_KEYS, disguised_calls, first_disguise
+from localtools.families._reply import DisguiseRetry
 from localtools.grammar import Grammar, matches
 from localtools.serve._app import ServerConfig, create_app
 

@@ -9,12 +9,12 @@ from typing import Any
 import pytest
 from probe_backends import REPLIES
 
-from localtools._doctor import diagnose, render
 from localtools._errors import UsageError
-from localtools._machine import _cpuinfo
-from localtools._probe import MAX_TOKENS, probe
 from localtools.backends.llama_cpp import _model_params, build_features, extra_buffers_choice
 from localtools.cli import main
+from localtools.host._machine import _cpuinfo
+from localtools.ops._doctor import diagnose, render
+from localtools.ops._probe import MAX_TOKENS, probe
 
 # llama_print_system_info() of a native build on a Sapphire Rapids Xeon, and on an AVX2-only EPYC.
 AMX_BUILD = ("CPU : SSE3 = 1 | SSSE3 = 1 | AVX = 1 | AVX2 = 1 | F16C = 1 | FMA = 1 | BMI2 = 1 | AVX512 = 1 | "
@@ -187,7 +187,7 @@ def test_doctor_help_explains_itself(capsys: pytest.CaptureFixture[str]) -> None
 
 def test_an_unknown_backend_path_is_a_typed_error() -> None:
     from localtools._errors import LocalToolsError
-    from localtools._load import backend_class
+    from localtools.model._load import backend_class
 
     with pytest.raises(LocalToolsError, match=r"cannot import tests\.probe_backends:Nope"):
         backend_class("tests.probe_backends:Nope")

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from localtools import UnsupportedSchema
-from localtools._check import violations
-from localtools._drafts import DRAFT_2020_12, IGNORED_IN_2020_12, to_2020_12
 from localtools.grammar import Enforcement, admits, schema_report
 from localtools.grammar._admits import _grammar
+from localtools.grammar._check import violations
+from localtools.grammar._drafts import DRAFT_2020_12, IGNORED_IN_2020_12, to_2020_12
 from localtools.grammar._regex import MAX_COUNT, InvalidPattern, Untranslatable, python_regex, regex_expr
 
 DRAFT_07 = "http://json-schema.org/draft-07/schema#"

@@ -182,7 +182,7 @@ def test_engines_agree_on_text_through_a_marker() -> None:
 @pytest.mark.parametrize("mode", ["may", "must", "open"])
 def test_engines_agree_on_reasoning_then_the_answer(mode: str) -> None:
     # GBNF engines start at the rule named "root": the reasoning must be part of it.
-    from localtools._reply import reply_format
+    from localtools.families._reply import reply_format
 
     fmt = reply_format(get_family("qwen3"), [CUSTOMER], "auto", reasoning=mode)
     assert fmt.grammar is not None and fmt.grammar.to_gbnf().startswith("root ::= ")

@@ -113,7 +113,8 @@ def test_fast_forward_writes_what_token_by_token_greedy_decoding_writes(backend:
 
 
 def test_the_cli_passes_mask_and_fast_forward_to_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
-    from localtools import _load, cli
+    from localtools import cli
+    from localtools.model import _load
 
     seen: list[dict[str, Any]] = []
 

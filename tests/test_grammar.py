@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from localtools import get_family
-from localtools._families import Family, families
+from localtools.families._families import Family, families
 from localtools.grammar import Grammar, Text, build_grammar, call_shape, matches, parse_gbnf
 
 CUSTOMER = {

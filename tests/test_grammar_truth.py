@@ -15,9 +15,9 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from localtools import UnsupportedSchema, get_family
-from localtools._check import _format_checker
 from localtools.grammar import Enforcement, admits, build_grammar, matches, schema_report
 from localtools.grammar._admits import _grammar
+from localtools.grammar._check import _format_checker
 from localtools.grammar._ranges import EXPONENT_BANDS, MAX_DIGITS
 from localtools.grammar._schema import MAX_DEPTH, MAX_NODES
 

@@ -66,7 +66,7 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
 def test_the_package_has_no_import_cycle() -> None:
     modules = _modules()
     graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
-    assert len(graph) > 50 and graph["localtools._model"] >= {"localtools._parse", "localtools._prompt"}
+    assert len(graph) > 50 and graph["localtools.model._model"] >= {"localtools.families._parse", "localtools.families._prompt"}
     cycle = _cycle(graph)
     assert cycle is None, " -> ".join(cycle)
 
@@ -74,3 +74,53 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_check_finds_a_cycle_when_there_is_one() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b"}, "b": set()}) is None
+
+
+#: The layers, top to bottom: a module imports from its own layer or one below it, never above.
+#: The package's ``__init__``, re-exporting the public API, is the one module outside them.
+LAYERS = [
+    {"__main__"},
+    {"cli"},
+    {"serve", "bench", "examples"},
+    {"ops"},
+    {"agent"},
+    {"model"},
+    {"families"},
+    {"tools"},
+    {"backends"},
+    {"grammar"},
+    {"host"},
+    {"_types"},
+    {"_resources", "_errors"},
+]
+
+
+def _layer(module: str) -> int | None:
+    head = module.removeprefix("localtools.").split(".")[0]
+    return next((i for i, names in enumerate(LAYERS) if head in names), None)
+
+
+def _upward(graph: dict[str, set[str]]) -> list[str]:
+    """The imports of ``graph`` that go to a layer above the importing module's."""
+    out = []
+    for name, targets in graph.items():
+        here = _layer(name)
+        for target in sorted(targets):
+            there = _layer(target)
+            if here is not None and there is not None and there < here:
+                out.append(f"{name} -> {target}")
+    return out
+
+
+def test_every_module_sits_in_a_layer_and_imports_only_downwards() -> None:
+    modules = _modules()
+    assert sorted(m for m in modules if m != "localtools" and _layer(m) is None) == []
+    graph = {name: _imports(name, path, set(modules)) for name, path in modules.items()}
+    assert _upward(graph) == []
+
+
+def test_the_layer_check_sees_an_upward_import() -> None:
+    graph = {"localtools.grammar._build": {"localtools.families._families", "localtools._types"},
+             "localtools.agent._agent": {"localtools.model._model", "localtools.agent._trace"}}
+    assert _upward(graph) == ["localtools.grammar._build -> localtools.families._families"]
+    assert _layer("localtools.somewhere_new") is None

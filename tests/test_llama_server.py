@@ -24,11 +24,11 @@ from toolsets import TOOLSETS
 
 import localtools
 from localtools import Agent, ContextLengthExceeded, EngineIgnoredGrammar, EngineUnavailable, Model
-from localtools._catalog import pull
-from localtools._engines import RunningEngine, running_llama_server
 from localtools._errors import GenerationCancelled
 from localtools.backends.llama_server import LlamaServerBackend
 from localtools.examples import get_customer
+from localtools.host._catalog import pull
+from localtools.host._engines import RunningEngine, running_llama_server
 
 pytestmark = pytest.mark.model
 

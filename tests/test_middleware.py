@@ -24,7 +24,7 @@ from localtools import (
     UsageError,
     tool,
 )
-from localtools._middleware import (
+from localtools.agent._middleware import (
     Accounting,
     AuditLog,
     Cache,
@@ -36,8 +36,8 @@ from localtools._middleware import (
     ToolUsage,
     chain,
 )
-from localtools._parse import ToolCall
-from localtools._redact import MASK
+from localtools.agent._redact import MASK
+from localtools.families._parse import ToolCall
 
 # -- helpers --------------------------------------------------------------------------------------
 

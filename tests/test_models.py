@@ -35,8 +35,8 @@ def test_each_backend_generates_in_a_child_process(backend: str) -> None:
 
 
 def test_extra_buffers_reach_llama_cpp(models: Models, capfd: pytest.CaptureFixture[str]) -> None:
-    from localtools._machine import cpu_flags
     from localtools.backends.llama_cpp import LlamaCppBackend, build_features, extra_buffers_choice, system_info
+    from localtools.host._machine import cpu_flags
 
     default: Any = models("qwen2.5-coder-0.5b", "llama-cpp").backend
     expected = extra_buffers_choice("auto", cpu_flags(), build_features(system_info()))
@@ -295,8 +295,8 @@ def test_a_kept_conversion_is_the_model_the_gguf_file_gives(models: Models) -> N
     # chat template, end and special tokens, and so the same greedy reply.
     import torch
 
-    from localtools._catalog import pull
     from localtools.backends.transformers import TransformersBackend, converted_dir
+    from localtools.host._catalog import pull
 
     path = pull(PROBE_MODEL)
     models(PROBE_MODEL, "transformers")
@@ -411,8 +411,8 @@ def test_doctor_reports_every_installed_backend_ok(capsys: pytest.CaptureFixture
 
 
 def test_native_peer_answers_with_the_models_own_template() -> None:
-    from localtools._catalog import resolve_model
     from localtools.bench._peers import NativePeer, PeerError, calls_from_message
+    from localtools.host._catalog import resolve_model
 
     require_backend("llama-cpp")
     peer = NativePeer(resolve_model("qwen2.5-coder-0.5b")[0])

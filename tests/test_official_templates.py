@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from localtools import get_family
-from localtools._families import detect_family
-from localtools._template_check import CONVERSATIONS, compare_templates
+from localtools.families._families import detect_family
+from localtools.families._template_check import CONVERSATIONS, compare_templates
 
 OFFICIAL = Path(__file__).parent / "official_templates"
 

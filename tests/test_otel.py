@@ -31,8 +31,8 @@ from localtools import (
     Tool,
     tool,
 )
-from localtools._otel import OTEL_HINT, OpenTelemetry
-from localtools._prompt import Prompt
+from localtools.agent._otel import OTEL_HINT, OpenTelemetry
+from localtools.families._prompt import Prompt
 from localtools.grammar import Grammar
 
 CUSTOMERS = {"cust-1001": {"plan": "pro"}, "cust-2002": {"plan": "free"}}

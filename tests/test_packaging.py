@@ -1,5 +1,5 @@
-"""The wheel carries templates/, grammars/, the catalog and the serve and bench packages, found
-without the source tree."""
+"""The wheel carries the family templates and grammars, the catalog and every layer's package,
+found without the source tree."""
 
 from __future__ import annotations
 
@@ -11,14 +11,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 CHECK = """
-import localtools, localtools._catalog as c
+import localtools, localtools.host._catalog as c
 assert 'site' in localtools.__file__ or 'target' in localtools.__file__, localtools.__file__
 fams = localtools.families()
 assert set(fams) == set(EXPECTED), sorted(fams)
 assert all(f.template_source() and f.grammar_source() for f in fams.values())
 assert next(iter(c.catalog())) == 'qwen2.5-coder-0.5b'
-import localtools.serve, localtools.bench, localtools.grammar
-assert all('target' in m.__file__ for m in (localtools.serve, localtools.bench, localtools.grammar))
+import importlib
+layers = ['serve', 'bench', 'cli', 'ops._doctor', 'agent._agent', 'model._model', 'families._derive', 'tools._mcp',
+          'backends.transformers', 'grammar._check', 'host._engines']
+assert all('target' in importlib.import_module('localtools.' + m).__file__ for m in layers)
 print('ok')
 """
 
@@ -31,7 +33,8 @@ def test_non_editable_install_finds_data_files(tmp_path: Path) -> None:
     target = tmp_path / "target"
     subprocess.run([*pip, "install", "-q", "--no-deps", "--target", str(target), str(wheel)], check=True, capture_output=True)
     # Every family of the source tree's families.toml is found in the installed package.
-    expected = sorted(tomllib.loads((ROOT / "templates" / "families.toml").read_text(encoding="utf-8"))["families"])
+    table = ROOT / "localtools" / "families" / "templates" / "families.toml"
+    expected = sorted(tomllib.loads(table.read_text(encoding="utf-8"))["families"])
     out = subprocess.run([sys.executable, "-c", f"EXPECTED = {expected!r}\n{CHECK}"], cwd=tmp_path,
                          env={"PYTHONPATH": str(target), "PATH": "/usr/bin:/bin"},
                          capture_output=True, text=True)

@@ -109,7 +109,7 @@ def test_unparseable_calls_raise_with_raw_text(text: str, family: str) -> None:
 
 @pytest.mark.parametrize(("raw", "expected"), [('{"a": 1}', {"a": 1}), ("  ", {}), ({"a": [1]}, {"a": [1]})])
 def test_decode_arguments_reads_openai_call_arguments(raw: object, expected: dict[str, object]) -> None:
-    from localtools._parse import decode_arguments
+    from localtools.families._parse import decode_arguments
 
     assert decode_arguments(raw) == expected
 
@@ -120,7 +120,7 @@ def test_decode_arguments_reads_openai_call_arguments(raw: object, expected: dic
     (None, "not a JSON object (got NoneType)"),
 ])
 def test_decode_arguments_names_the_problem(raw: object, problem: str) -> None:
-    from localtools._parse import decode_arguments
+    from localtools.families._parse import decode_arguments
 
     with pytest.raises(ValueError) as info:
         decode_arguments(raw)
@@ -128,7 +128,7 @@ def test_decode_arguments_names_the_problem(raw: object, problem: str) -> None:
 
 
 def test_disguised_calls_are_found_in_any_wrapping() -> None:
-    from localtools._parse import disguised_calls
+    from localtools.families._parse import disguised_calls
 
     tools = {"get_news", "sports_ranking.get_team_position"}
     wrapped = ('<json>\n{\n  "name": "sports_ranking.get_team_position",\n  "arguments": {"team": "Liverpool"}\n}\n</json>')

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from localtools import Model, ScriptedBackend, UsageError, get_family
-from localtools._reply import reasoning_mode, reply_format
+from localtools.families._reply import reasoning_mode, reply_format
 from localtools.grammar import matches
 
 WEATHER: dict[str, Any] = {"type": "function", "function": {"name": "get_weather", "description": "Weather in a city.",

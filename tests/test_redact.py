@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, SecretStr
 
 from localtools import tool
-from localtools._redact import DEFAULT_SENSITIVE_KEYS, MASK, is_sensitive_key, redact, redact_json, sensitive_keys
+from localtools.agent._redact import DEFAULT_SENSITIVE_KEYS, MASK, is_sensitive_key, redact, redact_json, sensitive_keys
 
 
 def test_keys_match_case_and_separators_insensitively() -> None:

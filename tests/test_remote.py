@@ -430,8 +430,8 @@ def test_llama_server_is_started_on_the_loopback_with_repacking_off_where_amx_wo
         monkeypatch: pytest.MonkeyPatch) -> None:
     from pathlib import Path
 
-    from localtools import _machine
-    from localtools._engines import llama_server_command
+    from localtools.host import _machine
+    from localtools.host._engines import llama_server_command
 
     monkeypatch.setattr(_machine, "cpu_flags", lambda: frozenset({"avx2", "amx_tile", "amx_int8"}))
     cmd = llama_server_command(Path("/bin/llama-server"), Path("m.gguf"), port=8080, parallel=4, n_ctx=2048)
@@ -444,7 +444,7 @@ def test_llama_server_is_started_on_the_loopback_with_repacking_off_where_amx_wo
 def test_starting_llama_server_on_a_port_in_use_is_refused(tmp_path: Any) -> None:
     import socket
 
-    from localtools._engines import running_llama_server
+    from localtools.host._engines import running_llama_server
 
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -456,7 +456,7 @@ def test_starting_llama_server_on_a_port_in_use_is_refused(tmp_path: Any) -> Non
 
 
 def test_a_binary_that_cannot_start_is_a_typed_error(tmp_path: Any) -> None:
-    from localtools._engines import running_llama_server
+    from localtools.host._engines import running_llama_server
 
     binary = tmp_path / "llama-server"
     binary.write_text("not a program")
@@ -466,7 +466,7 @@ def test_a_binary_that_cannot_start_is_a_typed_error(tmp_path: Any) -> None:
 
 
 def test_an_engine_with_a_tokenizer_given_downloads_no_weights(monkeypatch: pytest.MonkeyPatch) -> None:
-    from localtools import _catalog
+    from localtools.host import _catalog
 
     def no_download(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("nothing is to be downloaded")

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from localtools import Model, ScriptedBackend, UsageError, get_family
-from localtools._families import CALL_STYLES
-from localtools._reply import reply_format
+from localtools.families._families import CALL_STYLES
+from localtools.families._reply import reply_format
 
 WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}

@@ -21,7 +21,7 @@ from localtools import (
     UsageError,
     tool,
 )
-from localtools._agent import CITE_HINT
+from localtools.agent._agent import CITE_HINT
 
 ORDER = {"id": "o-1", "status": "shipped", "customer": {"name": "Ada", "email": "ada@example.com", "api_key": "sk-123"},
          "lines": [{"sku": "A-7", "qty": 2, "price": 9.5}, {"sku": "B-2", "qty": 1, "price": 3.0}]}

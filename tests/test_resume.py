@@ -13,7 +13,7 @@ import pytest
 from conftest import tc
 
 from localtools import Agent, CallOutcome, DataError, MaxStepsExceeded, Model, ScriptedBackend, Tool, UsageError
-from localtools._runfile import replay
+from localtools.agent._runfile import replay
 
 sys.path.insert(0, str(Path(__file__).parent))
 import resumable_run

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from localtools import Agent, ContextLengthExceeded, MissingDependency, Model, ScriptedBackend, Tool, UsageError, _routing
-from localtools._routing import EmbeddingRouter, Router, Routers, RuleRouter, tool_text
+from localtools import Agent, ContextLengthExceeded, MissingDependency, Model, ScriptedBackend, Tool, UsageError
+from localtools.agent import _routing
+from localtools.agent._routing import EmbeddingRouter, Router, Routers, RuleRouter, tool_text
 from localtools.bench._bfcl import load_cases
 from localtools.bench._pooled import PooledMode, pool_tools, run_pooled, summarize_pooled
 
@@ -331,8 +332,8 @@ def test_pooled_bench_survives_a_backend_that_raises_context_length(tmp_path: Pa
 
 
 def test_cli_bench_pooled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from localtools import _load
     from localtools.cli import main
+    from localtools.model import _load
 
     monkeypatch.setattr(_load, "load", lambda name, backend: Model(ScriptedBackend([answer] * 10), family="qwen2.5"))
     monkeypatch.setattr(_routing, "_minilm_missing", lambda: False)
@@ -374,7 +375,7 @@ def bfcl_pool() -> tuple[list[Tool], list[Any]]:
 @needs_minilm
 def test_minilm_loads_offline_from_the_package(tmp_path: Path) -> None:
     # The weights ship in the package: with the hub off and an empty hub cache it still embeds.
-    code = "from localtools._routing import minilm_embedder; v = minilm_embedder()(['hello']); print(len(v[0]))"
+    code = "from localtools.agent._routing import minilm_embedder; v = minilm_embedder()(['hello']); print(len(v[0]))"
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path), "TRANSFORMERS_OFFLINE": "1"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -453,7 +454,7 @@ def test_cli_run_route_offers_the_nearest_tools(monkeypatch: pytest.MonkeyPatch,
     backend = ScriptedBackend(['<tool_call>\n{"name": "get_weather", "arguments": {"x": "Oslo"}}\n</tool_call>', "Sunny."])
     monkeypatch.setattr(cli, "_load_model", lambda args: Model(backend, family="qwen2.5"))
     monkeypatch.setattr(cli, "_load_tools", lambda specs: tools)
-    monkeypatch.setattr("localtools._routing.minilm_embedder", lambda: bag_of_words)
+    monkeypatch.setattr("localtools.agent._routing.minilm_embedder", lambda: bag_of_words)
     assert cli.main(["run", "What is the weather forecast in Oslo?", "--route", "1", "--quiet"]) == 0
     assert capsys.readouterr().out.strip() == "Sunny."
     first = backend.prompts[0].text

@@ -91,8 +91,8 @@ def test_cli_bench_runs_the_scenarios(tmp_path: Any, monkeypatch: Any, capsys: A
 
     from test_bench import _folder
 
-    from localtools import _load
     from localtools.cli import main
+    from localtools.model import _load
 
     monkeypatch.setattr(_load, "load", lambda name, backend: Model(ScriptedBackend([scenario_reply] * 500), family="qwen2.5"))
     out = tmp_path / "bench.json"

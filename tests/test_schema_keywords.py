@@ -18,9 +18,9 @@ from hypothesis_jsonschema import from_schema
 from pydantic import BaseModel, Field
 
 from localtools import Tool, UnsupportedSchema
-from localtools._check import violations
 from localtools.cli import main as cli_main
 from localtools.grammar import Enforcement, admits, schema_report, unsupported
+from localtools.grammar._check import violations
 from localtools.grammar._expr import Grammar
 from localtools.grammar._match import matches
 from localtools.grammar._ranges import int_range

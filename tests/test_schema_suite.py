@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from localtools._catalog import cache_dir
 from localtools.bench._suite import SuiteScore, fetch_suite, load_suite, score_suite
+from localtools.host._catalog import cache_dir
 
 EXPECTED = Path(__file__).parent / "data" / "schema_suite_expected.txt"
 

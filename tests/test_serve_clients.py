@@ -16,7 +16,7 @@ import openai
 import pytest
 from conftest import require_backend
 
-from localtools._parse import disguised_calls
+from localtools.families._parse import disguised_calls
 
 pytestmark = pytest.mark.model
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from localtools import TemplateError, families, get_family
-from localtools._families import detect_family
-from localtools._prompt import render
+from localtools.families._families import detect_family
+from localtools.families._prompt import render
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 TOOLS: list[dict[str, Any]] = [{"type": "function", "function": {
@@ -118,7 +118,7 @@ def test_the_readmes_family_record_is_a_valid_record() -> None:
     import re
     import tomllib
 
-    from localtools._families import _FIELDS, _OPTIONAL
+    from localtools.families._families import _FIELDS, _OPTIONAL
 
     readme = (Path(__file__).parent.parent / "docs" / "families.md").read_text(encoding="utf-8")
     line = re.search(r"^\s*(myfamily = \{.*\})$", readme, re.MULTILINE)

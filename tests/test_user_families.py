@@ -10,9 +10,9 @@ import pytest
 
 import localtools
 from localtools import Model, ScriptedBackend, TemplateError, get_family
-from localtools._choose import Verdict
-from localtools._families import _registered
-from localtools._template_check import CONVERSATIONS
+from localtools.families._choose import Verdict
+from localtools.families._families import _registered
+from localtools.families._template_check import CONVERSATIONS
 
 GRAMMAR = """tool-call   ::= "{\\"name\\": " NAME ", \\"arguments\\": " ARGS "}"
 call        ::= "<function>" tool-call "</function>"

@@ -6,7 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
-from .._prompt import Prompt
+from .._types import Prompt
 from ..grammar import Grammar
 
 __all__ = ["Backend", "Capabilities", "Generation", "TextFeed", "cut_at_stop", "held_back"]

@@ -32,7 +32,7 @@ from .._errors import (
     LocalToolsError,
     UsageError,
 )
-from .._prompt import Prompt
+from .._types import Prompt
 from ..grammar import Grammar, matches
 from ._base import Capabilities, Generation, TextFeed, cut_at_stop
 from ._tokenizers import Tokenizer

@@ -45,7 +45,7 @@ class LocalTokenizer:
             self._hf(path)
 
     def _gguf(self, path: Path) -> None:
-        from .._gguf import read_metadata
+        from ..host._gguf import read_metadata
 
         try:
             import llama_cpp

@@ -13,9 +13,9 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal, Protocol
 
 from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
-from .._gguf import read_metadata
-from .._prompt import Prompt
+from .._types import Prompt
 from ..grammar import Grammar
+from ..host._gguf import read_metadata
 from ._base import Capabilities, Generation
 from ._decode import PENALTY_WINDOW, FastForward, decode, penalised
 
@@ -110,7 +110,7 @@ def _model_params(llama_cpp: Any, **fields: Any) -> Iterator[None]:
 def open_llama(path: str | Path, *, extra_buffers: str = "auto", n_threads: int | None = None,
                **llama_kwargs: Any) -> tuple[Any, ExtraBuffers]:
     """A ``llama_cpp.Llama`` loaded with the extra-buffers choice for this CPU and build."""
-    from .._machine import cpu_flags
+    from ..host._machine import cpu_flags
 
     llama_cpp = _import()
     choice = extra_buffers_choice(extra_buffers, cpu_flags(), build_features(system_info()))
@@ -191,7 +191,7 @@ class LlamaCppBackend:
     @staticmethod
     def build_info() -> dict[str, str]:
         """What this build of llama.cpp can do here (for ``localtools doctor``)."""
-        from .._machine import cpu_flags
+        from ..host._machine import cpu_flags
 
         llama_cpp = _import()
         info = system_info()

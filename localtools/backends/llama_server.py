@@ -62,7 +62,7 @@ class LlamaServerBackend(RemoteBackend):
             "tokenizer.chat_template": str(props.get("chat_template_tool_use") or props.get("chat_template") or ""),
         }
         if self.model_path is not None and self.model_path.is_file():
-            from .._gguf import read_metadata
+            from ..host._gguf import read_metadata
 
             # A local copy of the weights names the architecture too; the server's answers win.
             self.metadata = {**read_metadata(self.model_path), **{k: v for k, v in self.metadata.items() if v}}

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .._errors import ContextLengthExceeded, GenerationCancelled, UsageError
-from .._prompt import Prompt
+from .._types import Prompt
 from ..grammar import Grammar, matches
 from ._base import Capabilities, Generation
 from ._decode import FastForward, decode

@@ -18,12 +18,12 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from .._catalog import cache_dir
 from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, ModelError, UsageError
-from .._gguf import read_metadata
-from .._machine import cpu_flags
-from .._prompt import Prompt
+from .._types import Prompt
 from ..grammar import Grammar, GrammarNotRegular
+from ..host._catalog import cache_dir
+from ..host._gguf import read_metadata
+from ..host._machine import cpu_flags
 from ._base import Capabilities, Generation
 from ._decode import FastForward, decode, penalised
 from ._masks import Matcher, compile_grammar, new_matcher

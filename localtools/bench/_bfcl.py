@@ -15,9 +15,9 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .._catalog import _download, cache_dir
 from .._errors import DataError
-from .._prompt import with_system as _with_system
+from ..families._prompt import with_system as _with_system
+from ..host._catalog import _download, cache_dir
 
 __all__ = ["CATEGORIES", "Case", "bfcl_data_dir", "load_cases", "sample", "to_json_schema", "to_tool_spec"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from .._errors import LocalToolsError, MissingDependency, UsageError
-from .._model import Model
-from .._parse import decode_arguments
+from ..families._parse import decode_arguments
+from ..model._model import Model
 
 __all__ = ["LlamaCppPythonPeer", "ModelPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerError", "PeerReply",
            "calls_from_message", "parse_peer"]

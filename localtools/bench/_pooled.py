@@ -14,9 +14,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .._errors import ContextLengthExceeded
-from .._model import Model
-from .._routing import EmbeddingRouter, Router
-from .._tools import Tool
+from ..agent._routing import EmbeddingRouter, Router
+from ..model._model import Model
+from ..tools._tools import Tool
 from ._bfcl import Case
 from ._runner import CaseResult, Mode, rotated, run_one
 

@@ -16,8 +16,8 @@ from typing import Any, TypeVar
 import jsonschema
 
 from .._errors import UsageError
-from .._model import Model
-from .._parse import disguised_calls
+from ..families._parse import disguised_calls
+from ..model._model import Model
 from ._bfcl import Case
 from ._checker import check_calls
 from ._peers import ModelPeer, Peer, calls_from_message

@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._agent import Agent
 from .._errors import AgentError, LocalToolsError, MaxStepsExceeded
-from .._model import Model
-from .._parse import disguised_calls
-from .._tools import Tool
+from ..agent._agent import Agent
+from ..families._parse import disguised_calls
+from ..model._model import Model
+from ..tools._tools import Tool
 from ._peers import Peer
 
 __all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_scenario", "summarize_scenarios"]

@@ -12,16 +12,16 @@
   (who enforces each keyword: the grammar, the check after decoding, or nobody).
 
 The entry points below read a schema as draft 2020-12, an older draft's converted first
-(``localtools._drafts``), as the check does.
+(``localtools.grammar._drafts``), as the check does.
 """
 
 from typing import Any
 
-from .._drafts import to_2020_12
 from .._errors import GrammarNotRegular, UnsupportedSchema
 from . import _admits, _build
 from ._admits import KeywordEnforcement
 from ._build import MAX_PARALLEL_CALLS, CallShape, call_openings, call_shape
+from ._drafts import to_2020_12
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, alt, rewrite, seq
 from ._gbnf import parse_gbnf
 from ._match import continuation, matches

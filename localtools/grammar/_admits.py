@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from .._check import violations
-from .._drafts import IGNORED_IN_2020_12
 from .._errors import UnsupportedSchema
+from ._check import violations
+from ._drafts import IGNORED_IN_2020_12
 from ._expr import Grammar
 from ._match import matches
 from ._schema import _ANNOTATIONS, Enforcement, SchemaGrammar

@@ -9,7 +9,7 @@ from functools import lru_cache
 from typing import Any
 
 from .._errors import TemplateError, UnsupportedSchema, UsageError
-from .._families import CallStyle, Family
+from .._types import CallStyle, Family
 from ._expr import Alt, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, _refs, alt, rewrite, seq
 from ._gbnf import parse_gbnf
 from ._schema import SchemaGrammar, layout_whitespace

@@ -12,7 +12,7 @@ Every keyword is enforced by the grammar where a context-free grammar says it ex
 ``enum``/``const``, ``properties``/``required``, integer ranges, string lengths, ``pattern``,
 most ``format``\\s, ``prefixItems``/``items``, item counts, ``anyOf``, ``$ref``), narrowed where
 it says part of it (number ranges, ``allOf``, ``oneOf``, dates), and otherwise left to the check
-after decoding (``localtools._check``); ``notes`` records which, per keyword path.
+after decoding (``localtools.grammar._check``); ``notes`` records which, per keyword path.
 
 An undeclared key is written in its one canonical spelling and is none of the declared keys; a
 string is valid UTF-8 (no lone surrogate escape); a number is below ``10**308`` (``_ranges``).

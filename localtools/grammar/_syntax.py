@@ -10,7 +10,7 @@
   between key and value, after the value), as GLM's ``<arg_key>K</arg_key>\n<arg_value>V</arg_value>``.
 
 Keys come in schema order (``gemma4``: sorted, as its template writes them); optional ones may be
-left out; no other keys are allowed. ``localtools._args`` reads each syntax back into JSON.
+left out; no other keys are allowed. ``localtools.families._args`` reads each syntax back into JSON.
 """
 
 from __future__ import annotations

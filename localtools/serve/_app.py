@@ -24,7 +24,7 @@ import time
 from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._errors import (
     ContextLengthExceeded,
@@ -44,10 +44,14 @@ from .._errors import (
     ToolDefinitionError,
     UsageError,
 )
-from .._model import Model
-from .._stream import StreamEvent, relay
-from .._turn import ChatResult
+from ..model._model import Model
+from ..model._stream import StreamEvent, relay
+from ..model._turn import ChatResult
 from ._openai import BadRequest, ChatRequest, ChunkWriter, completion_body, error_body, new_completion_id, parse_request
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.responses import Response
 
 __all__ = ["ServerConfig", "create_app", "serve"]
 
@@ -193,43 +197,79 @@ def create_app(model: Model, config: ServerConfig) -> Any:
     """The ASGI app (Starlette) serving ``model``."""
     try:
         from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import JSONResponse, Response, StreamingResponse
         from starlette.routing import Route
     except ImportError as exc:
         raise MissingDependency(f"localtools serve needs starlette and uvicorn: {SERVE_HINT}") from exc
 
     can = model.backend.capabilities
-    engine = can.remote
-    if config.concurrency is not None and config.concurrency > 1 and not engine:
+    if config.concurrency is not None and config.concurrency > 1 and not can.remote:
         raise UsageError(f"concurrency {config.concurrency} needs an engine backend (--backend llama-server, vllm or "
                          f"sglang): the {model.backend.name} backend runs the model in this process, one request at a "
                          "time (a llama.cpp context is not thread-safe)")
-    concurrency = config.concurrency or (can.concurrency if engine else 1)
-    worker = _Worker(config.max_queue, concurrency)
+    worker = _Worker(config.max_queue, config.concurrency or (can.concurrency if can.remote else 1))
+    routes = _Routes(model, config, worker)
 
-    def error(status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Any) -> AsyncIterator[None]:
+        yield
+        worker.close()
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
+            Route("/chat/completions", routes.chat_completions, methods=["POST"]),
+            Route("/v1/models", routes.models, methods=["GET"]),
+            Route("/models", routes.models, methods=["GET"]),
+            Route("/health", routes.health, methods=["GET"]),
+        ],
+        exception_handlers={404: routes.not_found, 405: routes.not_found, 500: routes.crashed},
+        lifespan=lifespan,
+    )
+    app.state.worker = worker
+    return app
+
+
+@dataclass
+class _Body:
+    """A request's body, read as JSON."""
+
+    value: Any
+
+
+class _Routes:
+    """The handlers of one app, a method each; what they share (the model, the settings, the
+    queue) is here. A chat request goes: ``admitted`` (key, body size, JSON) -> ``parse_request``
+    and the checks that need no generation -> ``answered`` (queued, then one JSON reply or a
+    stream of events)."""
+
+    def __init__(self, model: Model, config: ServerConfig, worker: _Worker) -> None:
+        from starlette.responses import JSONResponse, StreamingResponse
+
+        self.model, self.config, self.worker = model, config, worker
+        self._json, self._streaming = JSONResponse, StreamingResponse
+
+    def error(self, status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
               code: str | None = None, headers: dict[str, str] | None = None) -> Response:
-        return JSONResponse(error_body(message, kind=kind, param=param, code=code), status_code=status, headers=headers)
+        return self._json(error_body(message, kind=kind, param=param, code=code), status_code=status, headers=headers)
 
-    def refused(http: Request) -> Response | None:
+    def refused(self, http: Request) -> Response | None:
         """A 401 when an API key is set and the request does not carry it."""
-        if config.api_key is None:
+        if self.config.api_key is None:
             return None
         given = http.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
         # Header values arrive decoded as latin-1: back to the bytes sent, to compare with the key's UTF-8.
         sent = token.strip().encode("latin-1", errors="replace")
-        if scheme.lower() == "bearer" and secrets.compare_digest(sent, config.api_key.encode("utf-8")):
+        if scheme.lower() == "bearer" and secrets.compare_digest(sent, self.config.api_key.encode("utf-8")):
             return None
         what = "no API key was sent" if not given else "the API key is wrong"
-        return error(401, f"{what}: send 'Authorization: Bearer <key>' (the key given to serve --api-key)",
-                     kind="authentication_error", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        return self.error(401, f"{what}: send 'Authorization: Bearer <key>' (the key given to serve --api-key)",
+                          kind="authentication_error", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
 
-    async def read_body(http: Request) -> bytes | Response:
-        limit = config.max_body_bytes
-        too_large = error(413, f"the request body is over this server's limit of {limit} bytes "
-                          "(serve --max-body-bytes)", code="request_too_large")
+    async def read_body(self, http: Request) -> bytes | Response:
+        limit = self.config.max_body_bytes
+        too_large = self.error(413, f"the request body is over this server's limit of {limit} bytes "
+                               "(serve --max-body-bytes)", code="request_too_large")
         declared = http.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             return too_large
@@ -241,44 +281,50 @@ def create_app(model: Model, config: ServerConfig) -> Any:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def watch_disconnect(http: Request, cancel: threading.Event) -> None:
-        while not await http.is_disconnected():
-            await asyncio.sleep(0.05)
-        cancel.set()
-
-    async def chat_completions(http: Request) -> Response:
-        if (denied := refused(http)) is not None:
+    async def admitted(self, http: Request) -> _Body | Response:
+        """The request's JSON body, or the response that refuses it (key, size, not JSON)."""
+        if (denied := self.refused(http)) is not None:
             return denied
-        raw = await read_body(http)
+        raw = await self.read_body(http)
         if not isinstance(raw, bytes):
             return raw
         try:
-            body = json.loads(raw)
+            return _Body(json.loads(raw))
         except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's digit limit
-            return error(400, f"the request body is not JSON: {exc}")
+            return self.error(400, f"the request body is not JSON: {exc}")
         except RecursionError:
-            return error(400, "the request body nests arrays and objects too deeply to read", code="too_deep")
+            return self.error(400, "the request body nests arrays and objects too deeply to read", code="too_deep")
+
+    async def chat_completions(self, http: Request) -> Response:
+        body = await self.admitted(http)
+        if not isinstance(body, _Body):
+            return body
         try:
-            request = parse_request(body, default_max_tokens=config.default_max_tokens,
-                                    default_temperature=config.default_temperature)
+            request = parse_request(body.value, default_max_tokens=self.config.default_max_tokens,
+                                    default_temperature=self.config.default_temperature)
             # Grammar and prompt problems (an unsupported schema, a template that refuses the
             # message order) are the request's fault; find them before queueing.
-            model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)
-            model.render(request.messages, request.tools)
+            self.model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)
+            self.model.render(request.messages, request.tools)
         except BadRequest as exc:
-            return error(400, str(exc), param=exc.param, code=exc.code)
+            return self.error(400, str(exc), param=exc.param, code=exc.code)
         except LocalToolsError as exc:
             status, code = error_status(exc)
-            return error(status, str(exc), code=code)
+            return self.error(status, str(exc), code=code)
+        return await self.answered(http, request)
+
+    async def answered(self, http: Request, request: ChatRequest) -> Response:
+        """The turn for ``request``, queued: one JSON reply, or server-sent events as it is generated."""
         cancel = threading.Event()
-        watcher = asyncio.create_task(watch_disconnect(http, cancel))
+        watcher = asyncio.create_task(_watch_disconnect(http, cancel))
         loop = asyncio.get_running_loop()
         events: asyncio.Queue[StreamEvent] = asyncio.Queue()
 
         def emit(event: StreamEvent) -> None:
             loop.call_soon_threadsafe(events.put_nowait, event)
 
-        job = asyncio.ensure_future(worker.run(lambda: _answer(model, request, cancel, emit if request.stream else None)))
+        job = asyncio.ensure_future(self.worker.run(
+            lambda: _answer(self.model, request, cancel, emit if request.stream else None)))
         # A stream its client left is not read to its end: its error (the cancel) is retrieved here.
         job.add_done_callback(lambda done: done.cancelled() or done.exception())
         relayed = relay(events, job)
@@ -289,13 +335,13 @@ def create_app(model: Model, config: ServerConfig) -> Any:
                 first = await anext(relayed, None)
                 if first is not None:
                     streaming = True
-                    return StreamingResponse(stream(request, job, relayed, cancel, watcher, first),
-                                             media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+                    return self._streaming(self.stream(request, job, relayed, cancel, watcher, first),
+                                           media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             result = await job
         except _QueueFull as full:
-            return busy(full)
+            return self.busy(full)
         except (GenerationCancelled, LocalToolsError) as exc:
-            return failed(exc)
+            return self.failed(exc)
         finally:
             # However this ends (this handler cancelled at shutdown, say), nothing may go on
             # generating for it; a stream that started ends it itself.
@@ -304,33 +350,30 @@ def create_app(model: Model, config: ServerConfig) -> Any:
                 cancel.set()
                 watcher.cancel()
                 job.cancel()
-        completion_id = new_completion_id()
         if not request.stream:
-            return JSONResponse(completion_body(result, model=config.model_name, completion_id=completion_id))
-        return StreamingResponse(stream(request, job, relayed, cancel, watcher), media_type="text/event-stream",
-                                 headers={"Cache-Control": "no-cache"})
+            return self._json(completion_body(result, model=self.config.model_name, completion_id=new_completion_id()))
+        return self._streaming(self.stream(request, job, relayed, cancel, watcher), media_type="text/event-stream",
+                               headers={"Cache-Control": "no-cache"})
 
-    def busy(full: _QueueFull) -> Response:
-        return error(503, f"the server is busy: {worker.pending} requests are ahead; retry after {full.retry_after} s",
-                     kind="server_busy", code="queue_full", headers={"Retry-After": str(full.retry_after)})
+    def busy(self, full: _QueueFull) -> Response:
+        return self.error(503, f"the server is busy: {self.worker.pending} requests are ahead; retry after "
+                          f"{full.retry_after} s", kind="server_busy", code="queue_full",
+                          headers={"Retry-After": str(full.retry_after)})
 
-    def failed(exc: GenerationCancelled | LocalToolsError) -> Response:
+    def failed(self, exc: GenerationCancelled | LocalToolsError) -> Response:
         if isinstance(exc, GenerationCancelled):
             log.info("the client disconnected; its generation was stopped")
-            return error(400, "the client disconnected", code="client_disconnected")
+            return self.error(400, "the client disconnected", code="client_disconnected")
         status, code = error_status(exc)
         kind = "server_error" if status >= 500 else "invalid_request_error"
-        return error(status, str(exc), kind=kind, code=code)
+        return self.error(status, str(exc), kind=kind, code=code)
 
-    async def stream(request: ChatRequest, job: asyncio.Future[ChatResult], relayed: AsyncGenerator[StreamEvent, None],
-                     cancel: threading.Event, watcher: asyncio.Task[None],
+    async def stream(self, request: ChatRequest, job: asyncio.Future[ChatResult],
+                     relayed: AsyncGenerator[StreamEvent, None], cancel: threading.Event, watcher: asyncio.Task[None],
                      first: StreamEvent | None = None) -> AsyncIterator[str]:
         """Server-sent events as the turn is generated; an error after the first one ends the
         stream with an OpenAI error object, as OpenAI's own streams do."""
-        writer = ChunkWriter(model=config.model_name, completion_id=new_completion_id())
-
-        def sse(chunk: dict[str, Any]) -> str:
-            return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
+        writer = ChunkWriter(model=self.config.model_name, completion_id=new_completion_id())
 
         async def chunks() -> AsyncIterator[dict[str, Any]]:
             if first is not None and (chunk := writer.event(first)) is not None:
@@ -340,70 +383,61 @@ def create_app(model: Model, config: ServerConfig) -> Any:
                     yield chunk
 
         try:
-            yield sse(writer.opening())
+            yield _sse(writer.opening())
             try:
                 async for chunk in chunks():
-                    yield sse(chunk)
+                    yield _sse(chunk)
                 result = job.result()
             except (GenerationCancelled, LocalToolsError) as exc:
-                body = json.loads(bytes(failed(exc).body))
-                yield sse(body)
+                yield _sse(json.loads(bytes(self.failed(exc).body)))
             else:
                 for chunk in writer.closing(result, include_usage=request.include_usage):
-                    yield sse(chunk)
+                    yield _sse(chunk)
             yield "data: [DONE]\n\n"
         finally:
             await relayed.aclose()
             cancel.set()
             watcher.cancel()
 
-    async def models(http: Request) -> Response:
-        if (denied := refused(http)) is not None:
+    async def models(self, http: Request) -> Response:
+        if (denied := self.refused(http)) is not None:
             return denied
-        return JSONResponse({"object": "list", "data": [
-            {"id": config.model_name, "object": "model", "created": 0, "owned_by": "localtools"}]})
+        return self._json({"object": "list", "data": [
+            {"id": self.config.model_name, "object": "model", "created": 0, "owned_by": "localtools"}]})
 
-    async def health(http: Request) -> Response:
-        body: dict[str, Any] = {"status": "ok", "model": config.model_name, "family": model.family.name,
-                                "backend": model.backend.name, "concurrency": worker.concurrency,
+    async def health(self, http: Request) -> Response:
+        worker = self.worker
+        body: dict[str, Any] = {"status": "ok", "model": self.config.model_name, "family": self.model.family.name,
+                                "backend": self.model.backend.name, "concurrency": worker.concurrency,
                                 "pending": worker.pending, "served": worker.served, "rejected": worker.rejected}
-        if model.backend.capabilities.remote:
+        if self.model.backend.capabilities.remote:
             # An engine behind the model: this server is as healthy as it is.
-            engine = await asyncio.get_running_loop().run_in_executor(None, model.backend.health)
+            engine = await asyncio.get_running_loop().run_in_executor(None, self.model.backend.health)
             if engine is None:
-                return JSONResponse(body)
+                return self._json(body)
             body["engine"] = engine
             if not engine.get("ok"):
                 body["status"] = "engine_unavailable"
-                return JSONResponse(body, status_code=503)
-        return JSONResponse(body)
+                return self._json(body, status_code=503)
+        return self._json(body)
 
-    async def not_found(http: Request, exc: Exception) -> Response:
-        return error(404, f"no route {http.method} {http.url.path}; this server has POST /v1/chat/completions, "
-                     "GET /v1/models and GET /health", code="not_found")
+    async def not_found(self, http: Request, exc: Exception) -> Response:
+        return self.error(404, f"no route {http.method} {http.url.path}; this server has POST /v1/chat/completions, "
+                          "GET /v1/models and GET /health", code="not_found")
 
-    async def crashed(http: Request, exc: Exception) -> Response:
+    async def crashed(self, http: Request, exc: Exception) -> Response:
         log.exception("request failed", exc_info=exc)
-        return error(500, f"internal error: {type(exc).__name__}: {exc}", kind="server_error")
+        return self.error(500, f"internal error: {type(exc).__name__}: {exc}", kind="server_error")
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Any) -> AsyncIterator[None]:
-        yield
-        worker.close()
 
-    app = Starlette(
-        routes=[
-            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
-            Route("/chat/completions", chat_completions, methods=["POST"]),
-            Route("/v1/models", models, methods=["GET"]),
-            Route("/models", models, methods=["GET"]),
-            Route("/health", health, methods=["GET"]),
-        ],
-        exception_handlers={404: not_found, 405: not_found, 500: crashed},
-        lifespan=lifespan,
-    )
-    app.state.worker = worker
-    return app
+async def _watch_disconnect(http: Request, cancel: threading.Event) -> None:
+    while not await http.is_disconnected():
+        await asyncio.sleep(0.05)
+    cancel.set()
+
+
+def _sse(chunk: dict[str, Any]) -> str:
+    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
 
 def serve(model: Model, config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000,

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import LocalToolsError
-from .._parse import decode_arguments
-from .._schema import MAX_SCHEMA_DEPTH, spec_problems
-from .._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
-from .._turn import ChatResult
+from ..families._parse import decode_arguments
+from ..model._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
+from ..model._turn import ChatResult
+from ..tools._schema import MAX_SCHEMA_DEPTH, spec_problems
 
 __all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatRequest", "ChunkWriter", "completion_body", "error_body",
            "parse_request"]

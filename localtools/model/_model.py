@@ -1,0 +1,477 @@
+"""A model: a backend plus the family that says how to prompt it and read its replies."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable, Generator, Mapping, Sequence
+from dataclasses import replace
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from .._errors import (
+    DisguisedCall,
+    GenerationTruncated,
+    SchemaViolation,
+    TemplateError,
+    ToolCallParseError,
+    UnsupportedSchema,
+    UsageError,
+)
+from ..backends._base import Backend, Generation, cut_at_stop
+from ..families._choose import FamilyCheck, choose_family
+from ..families._families import Family
+from ..families._parse import ToolCall, first_disguise, not_json
+from ..families._prompt import Prompt, render, with_system
+from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
+from ..grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
+from ..grammar._check import Violation, violations
+from ..tools._tools import Tool
+from ._stream import DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone
+from ._turn import ChatResult
+
+__all__ = ["ChatResult", "Model", "ToolChoice"]
+
+ToolChoice = str  # "auto" | "required" | "none" | a tool name
+#: Template variables render sets itself, and its own parameters.
+_RESERVED_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
+                                 "object_arguments"})
+
+
+def _specs(tools: Sequence[Tool | dict[str, Any]]) -> list[dict[str, Any]]:
+    return [t.spec() if isinstance(t, Tool) else t for t in tools]
+
+
+def _refuse_unenforced(spec: dict[str, Any]) -> None:
+    fn = spec["function"]
+    for entry in _unenforced(json.dumps(fn.get("parameters") or {}, sort_keys=True)):
+        raise UnsupportedSchema(f"tool {fn['name']!r}: {entry.path or '/'} {entry.keyword!r} is enforced by neither the "
+                                "grammar nor the check (strict_schema)", keyword=entry.keyword, path=entry.path)
+
+
+@lru_cache(maxsize=256)
+def _unenforced(parameters_json: str) -> tuple[KeywordEnforcement, ...]:
+    return tuple(unsupported(json.loads(parameters_json)))
+
+
+def _violation_text(found: list[Violation]) -> str:
+    """A rejected turn's result for one of its calls, as the model reads it: what was wrong, where."""
+    if not found:
+        return "not run: another call of this turn broke its tool's schema. Call again."
+    wrong = "; ".join(f"{v.pointer or 'the arguments'}: {v.message}" for v in found)
+    return f"error: these arguments break the tool's schema ({wrong}). Call it again with arguments that fit it."
+
+
+def _question(messages: list[dict[str, Any]]) -> str:
+    """The text of the last user message (what a result hint's ``{question}`` stands for)."""
+    for message in reversed(messages):
+        if message.get("role") == "user" and isinstance(message.get("content"), str):
+            return str(message["content"])
+    return ""
+
+
+class Model:
+    """Renders prompts, builds grammars and parses replies for one backend.
+
+    ``family``: a family name (see ``localtools templates``) or ``None`` to pick it from the GGUF
+    metadata. ``template``: ``None`` for the family's template, ``"model"`` for the GGUF's own chat
+    template (it must accept ``tools``), or a Jinja source string / path.
+    """
+
+    def __init__(self, backend: Backend, *, family: str | Family | None = None, template: str | Path | None = None,
+                 strict_schema: bool = False, disguise_retry: DisguiseRetry = DisguiseRetry.BAR):
+        self.backend = backend
+        #: How ``chat`` decodes a turn again whose text answer reads as a call, unless it is told.
+        self.disguise_retry = disguise_retry
+        #: Refuse a tool (``UnsupportedSchema``) whose schema holds a keyword neither the grammar
+        #: nor the check enforces (an unknown keyword or format), instead of ignoring it.
+        self.strict_schema = strict_schema
+        self.family, check = choose_family(backend.metadata, family or None)
+        #: How the family was chosen, checked against the model's own chat template.
+        self.family_check: FamilyCheck = check
+        self.template_source = self._template(template)
+
+    def _template(self, template: str | Path | None) -> str:
+        if template is None:
+            return self.family.template_source()
+        if template == "model":
+            source = self.backend.metadata.get("tokenizer.chat_template")
+            if not source:
+                raise TemplateError("this model file has no chat template; use its family's template (template=None)")
+            if "tools" not in source:
+                raise TemplateError(
+                    f"this model's own chat template ignores tools; use the {self.family.name!r} family template"
+                )
+            return str(source)
+        path = Path(template)
+        if "{" not in str(template) and path.is_file():
+            return path.read_text(encoding="utf-8")
+        return str(template)
+
+    @property
+    def name(self) -> str:
+        return str(self.backend.metadata.get("general.name") or self.backend.name)
+
+    def render(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool | dict[str, Any]] = (),
+        *,
+        add_generation_prompt: bool = True,
+        parallel_tool_calls: bool = True,
+        tool_choice: ToolChoice = "auto",
+        thinking: bool | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+    ) -> Prompt:
+        """The prompt for ``messages``: with tools, the family's ``parallel_hint`` goes first in
+        the system message unless at most one call may follow, and after tool results the prompt
+        ends with its ``result_hint``. Both stay out of ``messages``; the prefix stays the same
+        from turn to turn, so a backend's prompt cache keeps working. ``thinking`` is passed to the
+        template as ``enable_thinking`` (templates that do not read it ignore it), with any other
+        ``template_kwargs``."""
+        specs = _specs(tools)
+        variables = dict(template_kwargs or {})
+        if reserved := sorted(set(variables) & _RESERVED_VARIABLES):
+            raise UsageError(f"template_kwargs may not set {', '.join(reserved)}: render sets them")
+        if thinking is not None:
+            variables["enable_thinking"] = thinking
+        fam = self.family
+        if specs and parallel_tool_calls and fam.parallel and fam.parallel_hint and tool_choice != "none":
+            messages = with_system(messages, fam.parallel_hint)
+        if specs and fam.result_hint and messages and messages[-1].get("role") == "tool":
+            messages = [*messages, {"role": "user", "content": fam.result_hint.replace("{question}", _question(messages))}]
+        return render(
+            self.template_source,
+            messages,
+            specs,
+            add_generation_prompt=add_generation_prompt,
+            **{"bos_token": self.backend.bos_token, "eos_token": self.backend.eos_token, **variables},
+        )
+
+    def grammar(
+        self, tools: Sequence[Tool | dict[str, Any]], tool_choice: ToolChoice = "auto", parallel_tool_calls: bool = True
+    ) -> Grammar:
+        return build_grammar(self.family, _specs(tools), tool_choice, parallel_tool_calls)
+
+    def reply_format(
+        self,
+        tools: Sequence[Tool | dict[str, Any]],
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool = True,
+        *,
+        constrained: bool = True,
+        stop: Sequence[str] = (),
+        reasoning: str = "",
+    ) -> ReplyFormat:
+        """What a reply may be for this request: the grammar, the stop strings, how calls open."""
+        specs = _specs(tools)
+        if self.strict_schema:
+            for spec in specs:
+                _refuse_unenforced(spec)
+        return reply_format(self.family, specs, tool_choice, parallel_tool_calls,
+                            constrained=constrained, stop=stop, reasoning=reasoning)
+
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool | dict[str, Any]] = (),
+        *,
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool = True,
+        constrained: bool = True,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        repeat_penalty: float = 1.0,
+        retry_repeat_penalties: Sequence[float] = (1.1, 1.3),
+        cancel: Callable[[], bool] | None = None,
+        thinking: bool | None = None,
+        reasoning_budget: int | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+        on_event: Callable[[StreamEvent], None] | None = None,
+        schema_retries: int = 2,
+        disguise_retries: int = 2,
+        disguise_retry: DisguiseRetry | None = None,
+    ) -> ChatResult:
+        """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
+
+        ``repeat_penalty`` penalises tokens this reply already produced (never the prompt, so copying
+        argument values from the question is not penalised). When ``max_tokens`` cuts a call, the
+        model was almost always looping or rambling (a repeated array item, sentence or call under
+        greedy decoding), so the turn is generated again with each of ``retry_repeat_penalties``
+        in turn until one ends (``()`` disables the retries). ``stop`` strings end a text answer
+        (left out of it, as OpenAI does); they never cut a call. Raises ``GenerationTruncated`` when
+        ``max_tokens`` still cuts a call, ``ToolCallParseError`` when free output holds a call that
+        does not parse. ``cancel`` is asked between tokens; once it answers True generation stops
+        with ``GenerationCancelled``. ``on_event``, when given, is called with the turn's events
+        while it is generated (see ``stream``).
+
+        Thinking families reason first, freely, then answer under the grammar. ``thinking``
+        turns it on or off (``None``: the template's default); ``reasoning_budget`` caps it in
+        tokens (within ``max_tokens``): the thought is generated first, closed with the end tag if
+        still open, and the answer is generated after it (a second generation, counted in
+        ``attempts``).
+
+        Every constrained call is checked against its tool's schema before it leaves (``jsonschema``,
+        draft 2020-12, formats asserted): the grammar enforces what it can express, the check the rest.
+        A call that breaks its schema is sent back to the model with the violation as its result,
+        up to ``schema_retries`` times (counted in ``schema_repairs``; a streamed turn announces each
+        with a ``SchemaRepair`` event); then ``SchemaViolation`` names the tool, the JSON pointer and
+        the keyword.
+
+        Under ``tool_choice="auto"`` a text answer that reads as a call (a call object in any
+        spelling, anywhere in it: ``disguised_calls``) is no answer: the turn is decoded again, up to
+        ``disguise_retries`` times (counted in ``disguise_retries`` of the result; a stream announces
+        each with ``DisguiseCaught``), as ``disguise_retry`` says (``DisguiseRetry``; ``None``: the
+        model's ``disguise_retry``); then
+        ``DisguisedCall`` is raised. Such text is never streamed.
+        """
+        if schema_retries < 0 or disguise_retries < 0:
+            raise UsageError(f"schema_retries and disguise_retries must be 0 or more, got {schema_retries} and "
+                             f"{disguise_retries}")
+        disguise_retry = self.disguise_retry if disguise_retry is None else disguise_retry
+        if not isinstance(disguise_retry, DisguiseRetry):
+            raise UsageError(f"disguise_retry must be a DisguiseRetry, got {disguise_retry!r}")
+        options: dict[str, Any] = dict(
+            tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, constrained=constrained,
+            max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop,
+            repeat_penalty=repeat_penalty, retry_repeat_penalties=retry_repeat_penalties, cancel=cancel,
+            thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event)
+        specs = _specs(tools)
+        if not constrained:
+            free = self._turn(messages, specs, **options)  # free output is the model's own, for comparing
+            # Unchecked, yet only JSON leaves: a constrained call's check says the same and has it repaired.
+            for call in free.tool_calls:
+                if (where := not_json(call.arguments)) is not None:
+                    raise ToolCallParseError(f"the arguments of {call.name!r} are not JSON a client can read: {where}",
+                                             free.raw)
+            return free
+        schemas = {s["function"]["name"]: s["function"].get("parameters") or {} for s in specs}
+        # A tool with a pydantic model is checked by the model too.
+        own = {t.name: t for t in tools if isinstance(t, Tool)}
+
+        def check(call: ToolCall) -> list[Violation]:
+            if call.name in own:
+                return own[call.name].violations(call.arguments)
+            return violations(call.name, schemas.get(call.name, {}), call.arguments)
+
+        history, choice = list(messages), tool_choice
+        offered = frozenset(schemas)
+        bars: tuple[str, ...] = ()
+        repairs = disguises = 0
+        while True:
+            result = self._turn(history, specs, check=check, bars=bars, **{**options, "tool_choice": choice})
+            disguise = first_disguise(result.content, offered) if choice == "auto" and specs else None
+            if disguise is not None:
+                # A text that reads as a call is no answer (nor a preamble to real calls): a call
+                # nothing checked, decoded again.
+                at, name = disguise
+                if disguises == disguise_retries:
+                    # The name only where it is a tool's: what else the model wrote is no client's business.
+                    raise DisguisedCall(name if name in offered else "", result.raw, disguises)
+                disguises += 1
+                if on_event is not None:
+                    on_event(DisguiseCaught(disguises, name if name in offered else ""))
+                if disguise_retry is DisguiseRetry.REQUIRED:
+                    choice = "required"
+                else:
+                    bars = (*bars, result.content[: at + 1])
+                continue
+            found = [check(call) for call in result.tool_calls]
+            bad = [v for each in found for v in each]
+            if not bad:
+                return replace(result, schema_repairs=repairs, disguise_retries=disguises) if repairs or disguises \
+                    else result
+            if repairs == schema_retries:
+                raise SchemaViolation(bad, result.raw, repairs)
+            repairs += 1
+            if on_event is not None:
+                on_event(SchemaRepair(repairs, tuple(bad)))
+            # The model reads what was wrong as each call's own result, as it would a tool's error.
+            history += [result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(each)}
+                                            for call, each in zip(result.tool_calls, found, strict=True))]
+
+    def _turn(
+        self,
+        messages: list[dict[str, Any]],
+        tools: Sequence[Tool | dict[str, Any]] = (),
+        *,
+        tool_choice: ToolChoice = "auto",
+        parallel_tool_calls: bool = True,
+        constrained: bool = True,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        stop: Sequence[str] = (),
+        repeat_penalty: float = 1.0,
+        retry_repeat_penalties: Sequence[float] = (1.1, 1.3),
+        cancel: Callable[[], bool] | None = None,
+        thinking: bool | None = None,
+        reasoning_budget: int | None = None,
+        template_kwargs: Mapping[str, Any] | None = None,
+        on_event: Callable[[StreamEvent], None] | None = None,
+        check: Callable[[ToolCall], Sequence[Violation]] | None = None,
+        bars: Sequence[str] = (),
+    ) -> ChatResult:
+        """One generation of the turn (``chat`` without the repairs); ``check``: what a streamed
+        call passes before it is sent; ``bars``: openings the text answer may not have."""
+        specs = _specs(tools)
+        prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
+                             thinking=thinking, template_kwargs=template_kwargs)
+        if reasoning_budget is not None and reasoning_budget < 1:
+            raise UsageError(f"reasoning_budget must be a positive number of tokens, got {reasoning_budget}")
+        mode = reasoning_mode(self.family, prompt, thinking)
+        if reasoning_budget is not None and mode == "may":
+            mode = "must"  # a budget asks for thinking
+        if not constrained and not mode and self.family.reasoning_start:
+            # Free output may hold a thought anyway (a template that ignores enable_thinking):
+            # read it as one, never for calls.
+            mode = "may"
+        fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
+                                reasoning=mode).barring(bars)
+        started = time.perf_counter()
+        penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
+        attempts, completion_tokens, decode_seconds = 0, 0, 0.0
+        # Passed only when set, so a backend written before the option still serves everything else.
+        extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
+        live = None if on_event is None else ReplyStream(fmt, on_event, stop, check)
+        if live is not None:
+            extra["on_text"] = live.feed
+        thought, whole, prompt_seconds = "", fmt, 0.0
+        prompt_tokens = None
+        if reasoning_budget is not None and mode:
+            first = self.backend.generate(
+                prompt, grammar=fmt.reasoning_grammar() if constrained else None,
+                max_tokens=min(reasoning_budget, max_tokens), temperature=temperature, top_p=top_p, seed=seed,
+                stop=list(self.family.stop) + ([] if constrained else [self.family.reasoning_end]),
+                repeat_penalty=repeat_penalty, **extra)
+            attempts, completion_tokens, decode_seconds = 1, first.generated, first.decode_seconds
+            prompt_tokens, prompt_seconds = first.prompt_tokens, first.prompt_seconds
+            opened = mode == "open" or first.text.lstrip().startswith(self.family.reasoning_start)
+            if opened and first.generated >= max_tokens:
+                # A thought that took every token leaves none for an answer.
+                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
+                                    live=live)
+            if not opened and (first.finish_reason != "length" or (live is not None and live.sent)):
+                # Free output that answered without thinking, whole (or already streamed): that is the answer.
+                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
+                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
+                                    live=live)
+            if opened:
+                prompt, thought = self._after_thought(prompt, first.text, fmt)
+                max_tokens -= first.generated
+                fmt = fmt.after_reasoning()
+            # Otherwise an answer without thinking ran into the budget: it is generated again, whole.
+        for penalty in penalties:
+            if live is not None:
+                live.restart(thought)
+            attempts += 1
+            gen = self.backend.generate(
+                prompt,
+                grammar=fmt.grammar,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                top_p=top_p,
+                seed=seed,
+                stop=list(fmt.stop),
+                repeat_penalty=penalty,
+                **extra,
+            )
+            completion_tokens += gen.generated
+            decode_seconds += gen.decode_seconds
+            raw = gen.text
+            cut = gen.finish_reason == "length" and fmt.cut_inside_call(raw)
+            if not cut or (live is not None and live.sent):
+                break  # a turn a client was already sent part of is not generated again
+        if cut:
+            raise GenerationTruncated(max_tokens, raw)
+        return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
+                            attempts=attempts, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
+                            prompt_tokens=prompt_tokens, prompt_seconds=prompt_seconds, live=live)
+
+    def stream(self, messages: list[dict[str, Any]], tools: Sequence[Tool | dict[str, Any]] = (),
+               **options: Any) -> Generator[StreamEvent, None, None]:
+        """``chat`` as events while the turn is generated: ``ReasoningDelta`` and ``TextDelta``
+        as the model writes them, each call (``ToolCallStarted``, ``ToolCallDelta``,
+        ``ToolCallDone``) once it is whole and passes its check, ``SchemaRepair`` when the turn is
+        generated again after a failed check (what it streamed is withdrawn), and last ``TurnDone``
+        with the same ``ChatResult`` that ``chat`` returns. Takes ``chat``'s options. The turn is generated on a thread of its
+        own; leaving the loop early stops it at the next token. ``chat``'s errors are raised here.
+        """
+        if "on_event" in options:
+            raise UsageError("stream() makes the events itself; on_event is chat()'s option")
+        events: queue.SimpleQueue[StreamEvent | BaseException] = queue.SimpleQueue()
+        stopped = threading.Event()
+        asked = options.pop("cancel", None)
+
+        def cancel() -> bool:
+            return stopped.is_set() or (asked is not None and bool(asked()))
+
+        def work() -> None:
+            try:
+                events.put(TurnDone(self.chat(messages, tools, cancel=cancel, on_event=events.put, **options)))
+            except BaseException as exc:  # handed to the reading side, which raises it
+                events.put(exc)
+
+        thread = threading.Thread(target=work, daemon=True, name="localtools-stream")
+        thread.start()
+        try:
+            while True:
+                event = events.get()
+                if isinstance(event, BaseException):
+                    raise event
+                yield event
+                if isinstance(event, TurnDone):
+                    return
+        finally:
+            stopped.set()
+            thread.join()
+
+    def _result(self, raw: str, fmt: ReplyFormat, gen: Generation, stop: Sequence[str], *, constrained: bool,
+                started: float, attempts: int, completion_tokens: int, decode_seconds: float,
+                prompt_tokens: int | None = None, prompt_seconds: float = 0.0,
+                live: ReplyStream | None = None) -> ChatResult:
+        """The turn from its whole reply; ``prompt_tokens`` / ``prompt_seconds``: the first
+        generation's, when a reasoning budget split the turn in two."""
+        latency = time.perf_counter() - started
+        parsed = fmt.parse(raw)
+        parsed_content, calls = parsed.content, parsed.tool_calls
+        finish = "tool_calls" if calls else gen.finish_reason
+        before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
+        if before_stop is not None:
+            parsed_content, finish = before_stop.rstrip(), "stop"
+        result = ChatResult(
+            content=parsed_content,
+            tool_calls=calls,
+            raw=raw,
+            finish_reason=finish,
+            constrained=constrained,
+            prompt_tokens=gen.prompt_tokens if prompt_tokens is None else prompt_tokens,
+            completion_tokens=completion_tokens,
+            prompt_seconds=prompt_seconds + gen.prompt_seconds,
+            decode_seconds=decode_seconds,
+            latency=latency,
+            attempts=attempts,
+            reasoning=parsed.reasoning,
+        )
+        return result if live is None else live.finish(result)
+
+    def _after_thought(self, prompt: Prompt, text: str, fmt: ReplyFormat) -> tuple[Prompt, str]:
+        """The prompt continued with the reasoning and its end tag (added when the budget ran out
+        first; the tags go in as control text, the reasoning as data), and that continuation."""
+        start, end = self.family.reasoning_start, self.family.reasoning_end
+        opened = fmt.reasoning != "open"
+        body = text.lstrip().removeprefix(start) if opened else text
+        body = body.split(end, 1)[0]
+        # A budget may stop in the middle of the end tag ("</thi"): it is written whole after.
+        body = next((body[:-i] for i in range(len(end) - 1, 0, -1) if body.endswith(end[:i])), body)
+        segments = [*([(start, False)] if opened else []), (body, True), (end, False)]
+        written = tuple((t, d) for t, d in segments if t)
+        return Prompt(prompt.segments + written), "".join(t for t, _ in written)

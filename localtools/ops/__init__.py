@@ -1,0 +1,1 @@
+"""Operations: doctor (what this machine can run) and the child-process crash probe."""

@@ -1,0 +1,1 @@
+"""Tools: functions, pydantic models and JSON schemas made tools, the registry with permissions, MCP servers."""
