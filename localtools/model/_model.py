@@ -73,6 +73,38 @@ def _question(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+class _Decoding:
+    """One turn's generations on a backend: the options they share, what they add up to, and the
+    stream their text goes out on."""
+
+    def __init__(self, backend: Backend, live: ReplyStream | None, cancel: Callable[[], bool] | None, *,
+                 temperature: float, top_p: float, seed: int | None) -> None:
+        self.backend, self.live, self.started = backend, live, time.perf_counter()
+        # Passed only when set, so a backend written before the option still serves everything else.
+        self._extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
+        if live is not None:
+            self._extra["on_text"] = live.feed
+        self._sampling: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "seed": seed}
+        self.attempts = self.completion_tokens = 0
+        self.decode_seconds = 0.0
+        #: A reasoning budget's generation of the thought, when there was one.
+        self.first: Generation | None = None
+
+    @property
+    def streamed(self) -> bool:
+        """A client was sent part of this turn: it is not generated again."""
+        return self.live is not None and self.live.sent
+
+    def generate(self, prompt: Prompt, *, grammar: Grammar | None, max_tokens: int, stop: list[str],
+                 repeat_penalty: float) -> Generation:
+        gen = self.backend.generate(prompt, grammar=grammar, max_tokens=max_tokens, stop=stop,
+                                    repeat_penalty=repeat_penalty, **self._sampling, **self._extra)
+        self.attempts += 1
+        self.completion_tokens += gen.generated
+        self.decode_seconds += gen.decode_seconds
+        return gen
+
+
 class Model:
     """Renders prompts, builds grammars and parses replies for one backend.
 
@@ -319,8 +351,10 @@ class Model:
         check: Callable[[ToolCall], Sequence[Violation]] | None = None,
         bars: Sequence[str] = (),
     ) -> ChatResult:
-        """One generation of the turn (``chat`` without the repairs); ``check``: what a streamed
-        call passes before it is sent; ``bars``: openings the text answer may not have."""
+        """One generation of the turn (``chat`` without the repairs), top to bottom: render, then
+        the thought when a reasoning budget gives it its own generation, the answer under the
+        grammar, parse. ``check``: what a streamed call passes before it is sent; ``bars``: openings
+        the text answer may not have."""
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
                              thinking=thinking, template_kwargs=template_kwargs)
@@ -335,66 +369,45 @@ class Model:
             mode = "may"
         fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
                                 reasoning=mode).barring(bars)
-        started = time.perf_counter()
-        penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
-        attempts, completion_tokens, decode_seconds = 0, 0, 0.0
-        # Passed only when set, so a backend written before the option still serves everything else.
-        extra: dict[str, Any] = {"cancel": cancel} if cancel is not None else {}
-        live = None if on_event is None else ReplyStream(fmt, on_event, stop, check)
-        if live is not None:
-            extra["on_text"] = live.feed
-        thought, whole, prompt_seconds = "", fmt, 0.0
-        prompt_tokens = None
+        run = _Decoding(self.backend, None if on_event is None else ReplyStream(fmt, on_event, stop, check), cancel,
+                        temperature=temperature, top_p=top_p, seed=seed)
+        whole, thought = fmt, ""
         if reasoning_budget is not None and mode:
-            first = self.backend.generate(
-                prompt, grammar=fmt.reasoning_grammar() if constrained else None,
-                max_tokens=min(reasoning_budget, max_tokens), temperature=temperature, top_p=top_p, seed=seed,
-                stop=list(self.family.stop) + ([] if constrained else [self.family.reasoning_end]),
-                repeat_penalty=repeat_penalty, **extra)
-            attempts, completion_tokens, decode_seconds = 1, first.generated, first.decode_seconds
-            prompt_tokens, prompt_seconds = first.prompt_tokens, first.prompt_seconds
+            first = run.generate(prompt, grammar=fmt.reasoning_grammar() if constrained else None,
+                                 max_tokens=min(reasoning_budget, max_tokens), repeat_penalty=repeat_penalty,
+                                 stop=list(self.family.stop) + ([] if constrained else [self.family.reasoning_end]))
+            run.first = first
             opened = mode == "open" or first.text.lstrip().startswith(self.family.reasoning_start)
             if opened and first.generated >= max_tokens:
                 # A thought that took every token leaves none for an answer.
-                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
-                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
-                                    live=live)
-            if not opened and (first.finish_reason != "length" or (live is not None and live.sent)):
+                return self._result(first.text, whole, first, stop, constrained=constrained, run=run)
+            if not opened and (first.finish_reason != "length" or run.streamed):
                 # Free output that answered without thinking, whole (or already streamed): that is the answer.
-                return self._result(first.text, whole, first, stop, constrained=constrained, started=started,
-                                    attempts=1, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
-                                    live=live)
+                return self._result(first.text, whole, first, stop, constrained=constrained, run=run)
             if opened:
                 prompt, thought = self._after_thought(prompt, first.text, fmt)
                 max_tokens -= first.generated
                 fmt = fmt.after_reasoning()
             # Otherwise an answer without thinking ran into the budget: it is generated again, whole.
+        gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens,
+                           penalties=[repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)])
+        return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run)
+
+    def _answer(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, thought: str, *, max_tokens: int,
+                penalties: Sequence[float]) -> Generation:
+        """The answer under the grammar; when ``max_tokens`` cuts a call, again with each repeat
+        penalty in turn (a cut call is almost always a loop), unless a client was sent part of it."""
         for penalty in penalties:
-            if live is not None:
-                live.restart(thought)
-            attempts += 1
-            gen = self.backend.generate(
-                prompt,
-                grammar=fmt.grammar,
-                max_tokens=max_tokens,
-                temperature=temperature,
-                top_p=top_p,
-                seed=seed,
-                stop=list(fmt.stop),
-                repeat_penalty=penalty,
-                **extra,
-            )
-            completion_tokens += gen.generated
-            decode_seconds += gen.decode_seconds
-            raw = gen.text
-            cut = gen.finish_reason == "length" and fmt.cut_inside_call(raw)
-            if not cut or (live is not None and live.sent):
-                break  # a turn a client was already sent part of is not generated again
+            if run.live is not None:
+                run.live.restart(thought)
+            gen = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
+                               repeat_penalty=penalty)
+            cut = gen.finish_reason == "length" and fmt.cut_inside_call(gen.text)
+            if not cut or run.streamed:
+                break
         if cut:
-            raise GenerationTruncated(max_tokens, raw)
-        return self._result(thought + raw, whole, gen, stop, constrained=constrained, started=started,
-                            attempts=attempts, completion_tokens=completion_tokens, decode_seconds=decode_seconds,
-                            prompt_tokens=prompt_tokens, prompt_seconds=prompt_seconds, live=live)
+            raise GenerationTruncated(max_tokens, gen.text)
+        return gen
 
     def stream(self, messages: list[dict[str, Any]], tools: Sequence[Tool | dict[str, Any]] = (),
                **options: Any) -> Generator[StreamEvent, None, None]:
@@ -435,12 +448,11 @@ class Model:
             thread.join()
 
     def _result(self, raw: str, fmt: ReplyFormat, gen: Generation, stop: Sequence[str], *, constrained: bool,
-                started: float, attempts: int, completion_tokens: int, decode_seconds: float,
-                prompt_tokens: int | None = None, prompt_seconds: float = 0.0,
-                live: ReplyStream | None = None) -> ChatResult:
-        """The turn from its whole reply; ``prompt_tokens`` / ``prompt_seconds``: the first
-        generation's, when a reasoning budget split the turn in two."""
-        latency = time.perf_counter() - started
+                run: _Decoding) -> ChatResult:
+        """The turn from its whole reply ``raw``, whose last generation is ``gen``; when a reasoning
+        budget's thought came before it, the prompt was read there."""
+        first = run.first if run.first is not gen else None
+        latency = time.perf_counter() - run.started
         parsed = fmt.parse(raw)
         parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
@@ -453,15 +465,15 @@ class Model:
             raw=raw,
             finish_reason=finish,
             constrained=constrained,
-            prompt_tokens=gen.prompt_tokens if prompt_tokens is None else prompt_tokens,
-            completion_tokens=completion_tokens,
-            prompt_seconds=prompt_seconds + gen.prompt_seconds,
-            decode_seconds=decode_seconds,
+            prompt_tokens=gen.prompt_tokens if first is None else first.prompt_tokens,
+            completion_tokens=run.completion_tokens,
+            prompt_seconds=gen.prompt_seconds + (0.0 if first is None else first.prompt_seconds),
+            decode_seconds=run.decode_seconds,
             latency=latency,
-            attempts=attempts,
+            attempts=run.attempts,
             reasoning=parsed.reasoning,
         )
-        return result if live is None else live.finish(result)
+        return result if run.live is None else run.live.finish(result)
 
     def _after_thought(self, prompt: Prompt, text: str, fmt: ReplyFormat) -> tuple[Prompt, str]:
         """The prompt continued with the reasoning and its end tag (added when the budget ran out
