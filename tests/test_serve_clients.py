@@ -1,5 +1,5 @@
 """`localtools serve` in its own process on 127.0.0.1, on real weights, used by real clients:
-the openai SDK, PydanticAI and LangChain, with no change but ``base_url``."""
+the openai SDK, the anthropic SDK, PydanticAI and LangChain, with no change but ``base_url``."""
 
 from __future__ import annotations
 
@@ -167,6 +167,40 @@ def test_openai_sdk_full_round_trip(qwen_url: str) -> None:
                  {"role": "tool", "tool_call_id": call.id, "content": json.dumps(_get_customer("cust-1001"))}]
     final = sdk.chat.completions.create(model="qwen", messages=messages, tools=[CUSTOMER])
     assert final.choices[0].finish_reason == "stop" and "pro" in (final.choices[0].message.content or "").lower()
+
+
+_FUNCTIONS: list[Any] = [CUSTOMER["function"], WEATHER["function"]]
+ANTHROPIC_TOOLS: list[Any] = [{"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
+                              for f in _FUNCTIONS]
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_anthropic_sdk_tool_use_loop(qwen_url: str, stream: bool) -> None:
+    # The loop as Anthropic's tool-use docs write it: call, run each tool_use, send tool_result
+    # blocks back, until the stop reason is no longer tool_use.
+    anthropic = pytest.importorskip("anthropic")
+    sdk = anthropic.Anthropic(base_url=qwen_url.removesuffix("/v1"), api_key="unused")
+    messages: list[Any] = [{"role": "user", "content": QUESTION}]
+    for _ in range(4):
+        if stream:
+            with sdk.messages.stream(model="qwen", max_tokens=256, messages=messages, tools=ANTHROPIC_TOOLS) as live:
+                pieces = [event for event in live]
+                reply = live.get_final_message()
+            assert pieces and reply.id.startswith("msg_")
+        else:
+            reply = sdk.messages.create(model="qwen", max_tokens=256, messages=messages, tools=ANTHROPIC_TOOLS)
+        if reply.stop_reason != "tool_use":
+            break
+        messages.append({"role": "assistant", "content": reply.content})
+        results = [{"type": "tool_result", "tool_use_id": block.id, "content": json.dumps(_get_customer(**block.input))}
+                   for block in reply.content if block.type == "tool_use"]
+        assert [b.name for b in reply.content if b.type == "tool_use"] == ["get_customer"]
+        messages.append({"role": "user", "content": results})
+    assert len(messages) == 3 and reply.stop_reason == "end_turn"
+    assert "pro" in "".join(b.text for b in reply.content if b.type == "text").lower()
+    assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
+    counted = sdk.messages.count_tokens(model="qwen", messages=messages, tools=ANTHROPIC_TOOLS)
+    assert counted.input_tokens > reply.usage.input_tokens // 2
 
 
 def test_pydantic_ai_agent(qwen_url: str) -> None:

@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 from .._types import Prompt
 from ..grammar import Grammar
 
-__all__ = ["Backend", "Capabilities", "Generation", "TextFeed", "cut_at_stop", "held_back"]
+__all__ = ["Backend", "Capabilities", "Generation", "TextFeed", "cut_at_stop", "first_stop", "held_back"]
 
 
 @dataclass
@@ -29,6 +29,8 @@ class Generation:
     completion_tokens: int | None = None
     #: Of ``tokens``, those the grammar forced and the decoder appended without sampling them.
     forced_tokens: int = 0
+    #: The stop string that ended it (left out of ``text``); ``None`` when none did.
+    stop: str | None = None
 
     @property
     def generated(self) -> int:
@@ -38,8 +40,18 @@ class Generation:
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str | None:
     """``text`` up to the earliest stop string, or ``None`` when no stop string occurs."""
-    hit = min((text.find(s) for s in stop if s in text), default=-1)
-    return text[:hit] if hit >= 0 else None
+    found = first_stop(text, stop)
+    return text[:found[0]] if found is not None else None
+
+
+def first_stop(text: str, stop: Sequence[str]) -> tuple[int, str] | None:
+    """Where the earliest stop string in ``text`` begins, and which one (the longest of those
+    beginning there), or ``None`` when no stop string occurs."""
+    hits = [(text.find(s), -len(s), s) for s in stop if s and s in text]
+    if not hits:
+        return None
+    at, _, which = min(hits)
+    return at, which
 
 
 def held_back(text: str, openings: Sequence[str]) -> int:

@@ -13,7 +13,7 @@ from typing import Protocol
 
 from .._errors import GenerationCancelled
 from ..grammar import Grammar, continuation
-from ._base import Generation, TextFeed, cut_at_stop
+from ._base import Generation, TextFeed, first_stop
 
 __all__ = ["PENALTY_WINDOW", "FastForward", "Steps", "decode", "penalised"]
 
@@ -106,7 +106,7 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
     """
     feed = TextFeed(on_text, stop) if on_text is not None else None
     out: list[int] = []
-    finish, text, forced_count = "length", "", 0
+    finish, text, forced_count, stopped_by = "length", "", 0, None
     start = time.perf_counter()
     first = start
     steps.start()
@@ -129,9 +129,9 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
             forced_count += i > 0
             if stop or feed is not None:
                 text = steps.text(out, final=False)
-                cut = cut_at_stop(text, stop) if stop else None
-                if cut is not None:
-                    text, finish, done = cut, "stop", True
+                found = first_stop(text, stop) if stop else None
+                if found is not None:
+                    text, finish, done, stopped_by = text[:found[0]], "stop", True, found[1]
                     break
                 if feed is not None:
                     feed.grow(text)
@@ -151,4 +151,4 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
         feed.end(text)
     return Generation(text=text, tokens=out, finish_reason=finish, prompt_tokens=prompt_tokens,
                       prompt_seconds=first - start, decode_seconds=end - first,
-                      forced_tokens=forced_count)
+                      forced_tokens=forced_count, stop=stopped_by)

@@ -34,7 +34,7 @@ from .._errors import (
 )
 from .._types import Prompt
 from ..grammar import Grammar, matches
-from ._base import Capabilities, Generation, TextFeed, cut_at_stop
+from ._base import Capabilities, Generation, TextFeed, first_stop
 from ._tokenizers import Tokenizer
 
 __all__ = ["INSTALL_HINT", "EngineReply", "RemoteBackend", "TokenCache", "verify_reply"]
@@ -265,9 +265,9 @@ class RemoteBackend:
         reply, first = self._stream(path, body, cancel, feed)
         ended_at = time.perf_counter()
         text, ended = reply.text, reply.ended
-        cut = cut_at_stop(text, stop) if stop else None
-        if cut is not None:
-            text, ended = cut, "stop"
+        found = first_stop(text, stop) if stop else None
+        if found is not None:
+            text, ended = text[:found[0]], "stop"
         verify_reply(grammar, text, ended, engine=self.engine)
         if feed is not None:
             feed.end(text)
@@ -281,6 +281,7 @@ class RemoteBackend:
             decode_seconds=reply.decode_seconds if reply.decode_seconds is not None else ended_at - first,
             cached_tokens=reply.cached_tokens,
             completion_tokens=reply.completion_tokens,
+            stop=found[1] if found is not None else None,
         )
 
     @property

@@ -21,7 +21,7 @@ from .._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ..backends._base import Backend, Generation, cut_at_stop
+from ..backends._base import Backend, Generation, first_stop
 from ..families._choose import FamilyCheck, choose_family
 from ..families._families import Family
 from ..families._parse import ToolCall, first_disguise, not_json
@@ -456,9 +456,12 @@ class Model:
         parsed = fmt.parse(raw)
         parsed_content, calls = parsed.content, parsed.tool_calls
         finish = "tool_calls" if calls else gen.finish_reason
-        before_stop = cut_at_stop(parsed_content, stop) if stop and not calls else None
-        if before_stop is not None:
-            parsed_content, finish = before_stop.rstrip(), "stop"
+        # A stop string of the request ended the answer: the backend cut it there, or it is in
+        # the text the family's grammar wrote (a stop string never cuts a call).
+        found = first_stop(parsed_content, stop) if stop and not calls else None
+        stopped_by = found[1] if found is not None else gen.stop if not calls and gen.stop in stop else None
+        if found is not None:
+            parsed_content, finish = parsed_content[:found[0]].rstrip(), "stop"
         result = ChatResult(
             content=parsed_content,
             tool_calls=calls,
@@ -472,6 +475,7 @@ class Model:
             latency=latency,
             attempts=run.attempts,
             reasoning=parsed.reasoning,
+            stop_sequence=stopped_by,
         )
         return result if run.live is None else run.live.finish(result)
 

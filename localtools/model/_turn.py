@@ -36,6 +36,8 @@ class ChatResult:
     #: The model's reasoning before its answer, without its tags ("" when it gave none). Never
     #: read for calls.
     reasoning: str = ""
+    #: Which of the request's stop strings ended the text answer (``None``: none did).
+    stop_sequence: str | None = None
 
     def message(self) -> dict[str, Any]:
         """The OpenAI-shaped assistant message for the history (``reasoning_content`` as llama.cpp

@@ -1,4 +1,6 @@
-"""``localtools serve``: an OpenAI-compatible chat-completions endpoint on one local model.
+"""``localtools serve``: one local model behind OpenAI chat completions (``/v1/chat/completions``)
+and the Anthropic Messages API (``/v1/messages``); each dialect translates (``_openai``,
+``_anthropic``), the queue, limits, cancellation and the grammar path are this module's.
 
 A model in this process answers one request at a time (llama.cpp contexts are not thread-safe); a
 serving engine behind the model (``--backend llama-server``, ``vllm``, ``sglang``) gets as many at
@@ -47,7 +49,9 @@ from .._errors import (
 from ..model._model import Model
 from ..model._stream import StreamEvent, relay
 from ..model._turn import ChatResult
-from ._openai import BadRequest, ChatRequest, ChunkWriter, completion_body, error_body, new_completion_id, parse_request
+from ._anthropic import Messages, parse_messages
+from ._dialect import Dialect, EventWriter
+from ._openai import BadRequest, ChatCompletions, ChatRequest
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -218,6 +222,8 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         routes=[
             Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
             Route("/chat/completions", routes.chat_completions, methods=["POST"]),
+            Route("/v1/messages", routes.messages, methods=["POST"]),
+            Route("/v1/messages/count_tokens", routes.count_tokens, methods=["POST"]),
             Route("/v1/models", routes.models, methods=["GET"]),
             Route("/models", routes.models, methods=["GET"]),
             Route("/health", routes.health, methods=["GET"]),
@@ -227,6 +233,9 @@ def create_app(model: Model, config: ServerConfig) -> Any:
     )
     app.state.worker = worker
     return app
+
+
+_CHAT, _MESSAGES = ChatCompletions(), Messages()
 
 
 @dataclass
@@ -249,27 +258,33 @@ class _Routes:
         self._json, self._streaming = JSONResponse, StreamingResponse
 
     def error(self, status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
-              code: str | None = None, headers: dict[str, str] | None = None) -> Response:
-        return self._json(error_body(message, kind=kind, param=param, code=code), status_code=status, headers=headers)
+              code: str | None = None, headers: dict[str, str] | None = None, dialect: Dialect = _CHAT) -> Response:
+        body = dialect.error_body(status, message, kind=kind, param=param, code=code)
+        return self._json(body, status_code=status, headers=headers)
 
-    def refused(self, http: Request) -> Response | None:
-        """A 401 when an API key is set and the request does not carry it."""
+    def refused(self, http: Request, dialect: Dialect = _CHAT) -> Response | None:
+        """A 401 when an API key is set and the request does not carry it (``Authorization:
+        Bearer KEY``, or ``x-api-key: KEY`` as Anthropic's clients send it)."""
         if self.config.api_key is None:
             return None
         given = http.headers.get("authorization", "")
         scheme, _, token = given.partition(" ")
+        key = self.config.api_key.encode("utf-8")
         # Header values arrive decoded as latin-1: back to the bytes sent, to compare with the key's UTF-8.
-        sent = token.strip().encode("latin-1", errors="replace")
-        if scheme.lower() == "bearer" and secrets.compare_digest(sent, self.config.api_key.encode("utf-8")):
+        sent = [token.strip()] if scheme.lower() == "bearer" else []
+        if "x-api-key" in http.headers:
+            sent.append(http.headers["x-api-key"].strip())
+        if any(secrets.compare_digest(s.encode("latin-1", errors="replace"), key) for s in sent):
             return None
-        what = "no API key was sent" if not given else "the API key is wrong"
-        return self.error(401, f"{what}: send 'Authorization: Bearer <key>' (the key given to serve --api-key)",
-                          kind="authentication_error", code="invalid_api_key", headers={"WWW-Authenticate": "Bearer"})
+        what = "no API key was sent" if not given and "x-api-key" not in http.headers else "the API key is wrong"
+        return self.error(401, f"{what}: send 'Authorization: Bearer <key>' or 'x-api-key: <key>' (the key given to "
+                          "serve --api-key)", kind="authentication_error", code="invalid_api_key",
+                          headers={"WWW-Authenticate": "Bearer"}, dialect=dialect)
 
-    async def read_body(self, http: Request) -> bytes | Response:
+    async def read_body(self, http: Request, dialect: Dialect = _CHAT) -> bytes | Response:
         limit = self.config.max_body_bytes
         too_large = self.error(413, f"the request body is over this server's limit of {limit} bytes "
-                               "(serve --max-body-bytes)", code="request_too_large")
+                               "(serve --max-body-bytes)", code="request_too_large", dialect=dialect)
         declared = http.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > limit:
             return too_large
@@ -281,39 +296,64 @@ class _Routes:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    async def admitted(self, http: Request) -> _Body | Response:
+    async def admitted(self, http: Request, dialect: Dialect) -> _Body | Response:
         """The request's JSON body, or the response that refuses it (key, size, not JSON)."""
-        if (denied := self.refused(http)) is not None:
+        if (denied := self.refused(http, dialect)) is not None:
             return denied
-        raw = await self.read_body(http)
+        raw = await self.read_body(http, dialect)
         if not isinstance(raw, bytes):
             return raw
         try:
             return _Body(json.loads(raw))
         except ValueError as exc:  # not JSON, not UTF-8, or an integer past Python's digit limit
-            return self.error(400, f"the request body is not JSON: {exc}")
+            return self.error(400, f"the request body is not JSON: {exc}", dialect=dialect)
         except RecursionError:
-            return self.error(400, "the request body nests arrays and objects too deeply to read", code="too_deep")
+            return self.error(400, "the request body nests arrays and objects too deeply to read", code="too_deep",
+                              dialect=dialect)
 
-    async def chat_completions(self, http: Request) -> Response:
-        body = await self.admitted(http)
+    async def request(self, http: Request, dialect: Dialect,
+                      parse: Callable[[Any], ChatRequest] | None = None) -> ChatRequest | Response:
+        """The request, read and checked as far as it can be without generating, or the error."""
+        body = await self.admitted(http, dialect)
         if not isinstance(body, _Body):
             return body
         try:
-            request = parse_request(body.value, default_max_tokens=self.config.default_max_tokens,
-                                    default_temperature=self.config.default_temperature)
+            request = parse(body.value) if parse is not None else dialect.parse(
+                body.value, default_max_tokens=self.config.default_max_tokens,
+                default_temperature=self.config.default_temperature)
             # Grammar and prompt problems (an unsupported schema, a template that refuses the
             # message order) are the request's fault; find them before queueing.
             self.model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)
             self.model.render(request.messages, request.tools)
         except BadRequest as exc:
-            return self.error(400, str(exc), param=exc.param, code=exc.code)
+            return self.error(400, str(exc), param=exc.param, code=exc.code, dialect=dialect)
         except LocalToolsError as exc:
             status, code = error_status(exc)
-            return self.error(status, str(exc), code=code)
-        return await self.answered(http, request)
+            return self.error(status, str(exc), code=code, dialect=dialect)
+        return request
 
-    async def answered(self, http: Request, request: ChatRequest) -> Response:
+    async def chat_completions(self, http: Request) -> Response:
+        request = await self.request(http, _CHAT)
+        return request if not isinstance(request, ChatRequest) else await self.answered(http, request, _CHAT)
+
+    async def messages(self, http: Request) -> Response:
+        request = await self.request(http, _MESSAGES)
+        return request if not isinstance(request, ChatRequest) else await self.answered(http, request, _MESSAGES)
+
+    async def count_tokens(self, http: Request) -> Response:
+        """``POST /v1/messages/count_tokens``: the prompt's tokens, as the model would read them."""
+        request = await self.request(http, _MESSAGES, lambda body: parse_messages(body, need_max_tokens=False))
+        if not isinstance(request, ChatRequest):
+            return request
+        prompt = self.model.render(request.messages, request.tools, parallel_tool_calls=request.parallel_tool_calls,
+                                   tool_choice=request.tool_choice, thinking=request.thinking)
+        try:
+            ids = await asyncio.get_running_loop().run_in_executor(None, self.model.backend.tokenize, prompt)
+        except LocalToolsError as exc:
+            return self.failed(exc, _MESSAGES)
+        return self._json({"input_tokens": len(ids)})
+
+    async def answered(self, http: Request, request: ChatRequest, dialect: Dialect) -> Response:
         """The turn for ``request``, queued: one JSON reply, or server-sent events as it is generated."""
         cancel = threading.Event()
         watcher = asyncio.create_task(_watch_disconnect(http, cancel))
@@ -335,13 +375,13 @@ class _Routes:
                 first = await anext(relayed, None)
                 if first is not None:
                     streaming = True
-                    return self._streaming(self.stream(request, job, relayed, cancel, watcher, first),
+                    return self._streaming(self.stream(dialect, request, job, relayed, cancel, watcher, first),
                                            media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
             result = await job
         except _QueueFull as full:
-            return self.busy(full)
+            return self.busy(full, dialect)
         except (GenerationCancelled, LocalToolsError) as exc:
-            return self.failed(exc)
+            return self.failed(exc, dialect)
         finally:
             # However this ends (this handler cancelled at shutdown, say), nothing may go on
             # generating for it; a stream that started ends it itself.
@@ -351,49 +391,46 @@ class _Routes:
                 watcher.cancel()
                 job.cancel()
         if not request.stream:
-            return self._json(completion_body(result, model=self.config.model_name, completion_id=new_completion_id()))
-        return self._streaming(self.stream(request, job, relayed, cancel, watcher), media_type="text/event-stream",
-                               headers={"Cache-Control": "no-cache"})
+            return self._json(dialect.reply(result, request, model=self.config.model_name))
+        return self._streaming(self.stream(dialect, request, job, relayed, cancel, watcher),
+                               media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
 
-    def busy(self, full: _QueueFull) -> Response:
+    def busy(self, full: _QueueFull, dialect: Dialect) -> Response:
         return self.error(503, f"the server is busy: {self.worker.pending} requests are ahead; retry after "
                           f"{full.retry_after} s", kind="server_busy", code="queue_full",
-                          headers={"Retry-After": str(full.retry_after)})
+                          headers={"Retry-After": str(full.retry_after)}, dialect=dialect)
 
-    def failed(self, exc: GenerationCancelled | LocalToolsError) -> Response:
+    def failed(self, exc: GenerationCancelled | LocalToolsError, dialect: Dialect) -> Response:
         if isinstance(exc, GenerationCancelled):
             log.info("the client disconnected; its generation was stopped")
-            return self.error(400, "the client disconnected", code="client_disconnected")
+            return self.error(400, "the client disconnected", code="client_disconnected", dialect=dialect)
         status, code = error_status(exc)
         kind = "server_error" if status >= 500 else "invalid_request_error"
-        return self.error(status, str(exc), kind=kind, code=code)
+        return self.error(status, str(exc), kind=kind, code=code, dialect=dialect)
 
-    async def stream(self, request: ChatRequest, job: asyncio.Future[ChatResult],
+    async def stream(self, dialect: Dialect, request: ChatRequest, job: asyncio.Future[ChatResult],
                      relayed: AsyncGenerator[StreamEvent, None], cancel: threading.Event, watcher: asyncio.Task[None],
                      first: StreamEvent | None = None) -> AsyncIterator[str]:
         """Server-sent events as the turn is generated; an error after the first one ends the
-        stream with an OpenAI error object, as OpenAI's own streams do."""
-        writer = ChunkWriter(model=self.config.model_name, completion_id=new_completion_id())
-
-        async def chunks() -> AsyncIterator[dict[str, Any]]:
-            if first is not None and (chunk := writer.event(first)) is not None:
-                yield chunk
-            async for event in relayed:
-                if (chunk := writer.event(event)) is not None:
-                    yield chunk
-
+        stream with the dialect's error object, as the upstream APIs' own streams do."""
+        writer: EventWriter = dialect.writer(request, model=self.config.model_name)
         try:
-            yield _sse(writer.opening())
+            for record in writer.opening():
+                yield record
             try:
-                async for chunk in chunks():
-                    yield _sse(chunk)
+                if first is not None:
+                    for record in writer.event(first):
+                        yield record
+                async for event in relayed:
+                    for record in writer.event(event):
+                        yield record
                 result = job.result()
             except (GenerationCancelled, LocalToolsError) as exc:
-                yield _sse(json.loads(bytes(self.failed(exc).body)))
+                for record in writer.failure(json.loads(bytes(self.failed(exc, dialect).body))):
+                    yield record
             else:
-                for chunk in writer.closing(result, include_usage=request.include_usage):
-                    yield _sse(chunk)
-            yield "data: [DONE]\n\n"
+                for record in writer.closing(result):
+                    yield record
         finally:
             await relayed.aclose()
             cancel.set()
@@ -423,7 +460,8 @@ class _Routes:
 
     async def not_found(self, http: Request, exc: Exception) -> Response:
         return self.error(404, f"no route {http.method} {http.url.path}; this server has POST /v1/chat/completions, "
-                          "GET /v1/models and GET /health", code="not_found")
+                          "POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models and GET /health",
+                          code="not_found", dialect=_MESSAGES if "/messages" in http.url.path else _CHAT)
 
     async def crashed(self, http: Request, exc: Exception) -> Response:
         log.exception("request failed", exc_info=exc)
@@ -434,10 +472,6 @@ async def _watch_disconnect(http: Request, cancel: threading.Event) -> None:
     while not await http.is_disconnected():
         await asyncio.sleep(0.05)
     cancel.set()
-
-
-def _sse(chunk: dict[str, Any]) -> str:
-    return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
 
 def serve(model: Model, config: ServerConfig, *, host: str = "127.0.0.1", port: int = 8000,

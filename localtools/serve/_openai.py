@@ -8,17 +8,16 @@ from __future__ import annotations
 
 import secrets
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
-from .._errors import LocalToolsError
 from ..families._parse import decode_arguments
 from ..model._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
 from ..model._turn import ChatResult
 from ..tools._schema import MAX_SCHEMA_DEPTH, spec_problems
+from ._dialect import BadRequest, ChatRequest, sse
 
-__all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatRequest", "ChunkWriter", "completion_body", "error_body",
-           "parse_request"]
+__all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatCompletions", "ChatRequest", "ChunkWriter", "completion_body",
+           "error_body", "parse_request"]
 
 #: Template variables the server sets itself (and render's own parameters); ``chat_template_kwargs`` may not.
 TEMPLATE_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
@@ -31,39 +30,9 @@ MAX_BODY_DEPTH = MAX_SCHEMA_DEPTH + 8
 _UNSUPPORTED = ("logprobs", "top_logprobs", "audio", "prediction", "functions", "function_call")
 
 
-class BadRequest(LocalToolsError):
-    """A request the server refuses with a 400; ``param`` names the offending field."""
-
-    def __init__(self, message: str, param: str | None = None, code: str | None = None) -> None:
-        self.param, self.code = param, code
-        super().__init__(message)
-
-
 def error_body(message: str, *, kind: str = "invalid_request_error", param: str | None = None,
                code: str | None = None) -> dict[str, Any]:
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
-
-
-@dataclass
-class ChatRequest:
-    messages: list[dict[str, Any]]
-    tools: list[dict[str, Any]] = field(default_factory=list)
-    tool_choice: str = "auto"
-    parallel_tool_calls: bool = True
-    temperature: float = 0.0
-    top_p: float = 1.0
-    max_tokens: int = 1024
-    stop: list[str] = field(default_factory=list)
-    seed: int | None = None
-    stream: bool = False
-    include_usage: bool = False
-    model: str = ""
-    #: Variables for the chat template (``chat_template_kwargs``, as vLLM and llama.cpp take them).
-    template_kwargs: dict[str, Any] = field(default_factory=dict)
-    #: ``chat_template_kwargs.enable_thinking``; ``None``: the template's default.
-    thinking: bool | None = None
-    #: Most tokens of reasoning before the answer (``reasoning_budget``; ``None``: no limit).
-    reasoning_budget: int | None = None
 
 
 def _text(content: Any, where: str) -> str:
@@ -377,3 +346,43 @@ class ChunkWriter:
             chunks.append({"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
                            "model": self.model, "choices": [], "usage": _usage(result)})
         return chunks
+
+
+class _ChunkStream:
+    """Chat-completions chunks as server-sent events, ``[DONE]`` last."""
+
+    def __init__(self, request: ChatRequest, *, model: str) -> None:
+        self._chunks = ChunkWriter(model=model, completion_id=new_completion_id())
+        self._usage = request.include_usage
+
+    def opening(self) -> list[str]:
+        return [sse(self._chunks.opening())]
+
+    def event(self, event: StreamEvent) -> list[str]:
+        chunk = self._chunks.event(event)
+        return [] if chunk is None else [sse(chunk)]
+
+    def closing(self, result: ChatResult) -> list[str]:
+        return [*(sse(c) for c in self._chunks.closing(result, include_usage=self._usage)), sse("[DONE]")]
+
+    def failure(self, body: dict[str, Any]) -> list[str]:
+        # An error object in the stream, as OpenAI's own streams end on one.
+        return [sse(body), sse("[DONE]")]
+
+
+class ChatCompletions:
+    """The OpenAI chat-completions dialect (``POST /v1/chat/completions``)."""
+
+    name = "chat completions"
+
+    def parse(self, body: Any, *, default_max_tokens: int, default_temperature: float) -> ChatRequest:
+        return parse_request(body, default_max_tokens=default_max_tokens, default_temperature=default_temperature)
+
+    def error_body(self, status: int, message: str, *, kind: str, param: str | None, code: str | None) -> dict[str, Any]:
+        return error_body(message, kind=kind, param=param, code=code)
+
+    def reply(self, result: ChatResult, request: ChatRequest, *, model: str) -> dict[str, Any]:
+        return completion_body(result, model=model, completion_id=new_completion_id())
+
+    def writer(self, request: ChatRequest, *, model: str) -> _ChunkStream:
+        return _ChunkStream(request, model=model)
