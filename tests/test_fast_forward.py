@@ -114,6 +114,7 @@ def test_fast_forward_writes_what_token_by_token_greedy_decoding_writes(backend:
 
 def test_the_cli_passes_mask_and_fast_forward_to_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
     from localtools import cli
+    from localtools.cli import _common
     from localtools.model import _load
 
     seen: list[dict[str, Any]] = []
@@ -123,9 +124,9 @@ def test_the_cli_passes_mask_and_fast_forward_to_the_backend(monkeypatch: pytest
         return Model(ScriptedBackend([]), family="qwen2.5")
 
     monkeypatch.setattr(_load, "load", load)
-    parser = cli._build_parser()
-    cli._load_model(parser.parse_args(["run", "q", "--mask", "full", "--no-fast-forward"]))
-    cli._load_model(parser.parse_args(["run", "q"]))
+    parser = cli.build_parser()
+    _common.load_model(parser.parse_args(["run", "q", "--mask", "full", "--no-fast-forward"]))
+    _common.load_model(parser.parse_args(["run", "q"]))
     assert seen[0]["mask"] == "full" and seen[0]["fast_forward"] is False
     assert "mask" not in seen[1] and "fast_forward" not in seen[1]  # the backend's defaults: lazy, on
 

@@ -127,9 +127,10 @@ def test_a_server_over_streamable_http() -> None:
 def test_cli_run_offers_the_tools_of_mcp_servers(monkeypatch: pytest.MonkeyPatch,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     import localtools.cli as cli
+    from localtools.cli import _common
 
     replies = [call("get_customer", customer_id="cust-1001"), "Ada is on the pro plan."]
-    monkeypatch.setattr(cli, "_load_model", lambda args: Model(ScriptedBackend(replies), family="qwen2.5"))
+    monkeypatch.setattr(_common, "load_model", lambda args: Model(ScriptedBackend(replies), family="qwen2.5"))
     command = " ".join(f"'{part}'" for part in SERVER)
     assert cli.main(["run", "What plan is cust-1001 on?", "--mcp", command]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -314,9 +314,9 @@ def test_ollama_is_refused_with_the_reason() -> None:
 
 
 def test_the_cli_takes_the_backends_load_takes(capsys: pytest.CaptureFixture[str]) -> None:
-    from localtools.cli import _build_parser
+    from localtools.cli import build_parser
 
-    parser = _build_parser()
+    parser = build_parser()
     for name in (*localtools.BACKENDS, *localtools.ENGINES, "tests.probe_backends:Healthy"):
         assert parser.parse_args(["render", "hi", "--backend", name]).backend == name
     with pytest.raises(SystemExit):

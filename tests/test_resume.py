@@ -201,10 +201,11 @@ def test_run_file_errors_are_typed(tmp_path: Path) -> None:
 def test_cli_run_file_continues_a_run_and_audit_log_records_each_call(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import localtools.cli as cli
+    from localtools.cli import _common
 
     run_file = kill_in_first_turn(tmp_path, None)
-    monkeypatch.setattr(cli, "_load_model", lambda args: Model(ScriptedBackend(["Order 42 has shipped."]), family="qwen2.5"))
-    monkeypatch.setattr(cli, "_load_tools", lambda specs: resumable_run.tools(tmp_path))
+    monkeypatch.setattr(_common, "load_model", lambda args: Model(ScriptedBackend(["Order 42 has shipped."]), family="qwen2.5"))
+    monkeypatch.setattr(_common, "load_tools", lambda specs: resumable_run.tools(tmp_path))
     audit = tmp_path / "audit.jsonl"
     assert cli.main(["run", "ignored: read from the file", "--run-file", str(run_file), "--audit-log", str(audit)]) == 0
     captured = capsys.readouterr()

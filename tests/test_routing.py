@@ -442,6 +442,7 @@ def test_qwen_calls_the_right_tool_from_a_routed_pool() -> None:
 def test_cli_run_route_offers_the_nearest_tools(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import localtools.cli as cli
     from localtools import Model, ScriptedBackend, Tool
+    from localtools.cli import _common
 
     def make(name: str, doc: str) -> Tool:
         def fn(x: str) -> str:
@@ -452,8 +453,8 @@ def test_cli_run_route_offers_the_nearest_tools(monkeypatch: pytest.MonkeyPatch,
     tools = [make("get_weather", "weather forecast for a city"), make("get_stock", "stock price of a company"),
              make("send_mail", "send an email message")]
     backend = ScriptedBackend(['<tool_call>\n{"name": "get_weather", "arguments": {"x": "Oslo"}}\n</tool_call>', "Sunny."])
-    monkeypatch.setattr(cli, "_load_model", lambda args: Model(backend, family="qwen2.5"))
-    monkeypatch.setattr(cli, "_load_tools", lambda specs: tools)
+    monkeypatch.setattr(_common, "load_model", lambda args: Model(backend, family="qwen2.5"))
+    monkeypatch.setattr(_common, "load_tools", lambda specs: tools)
     monkeypatch.setattr("localtools.agent._routing.minilm_embedder", lambda: bag_of_words)
     assert cli.main(["run", "What is the weather forecast in Oslo?", "--route", "1", "--quiet"]) == 0
     assert capsys.readouterr().out.strip() == "Sunny."

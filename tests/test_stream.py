@@ -355,10 +355,11 @@ def test_agent_astream_reports_an_unusable_turn_and_goes_on() -> None:
 def test_cli_run_shows_the_run_as_it_happens(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
                                              quiet: bool) -> None:
     import localtools.cli as cli
+    from localtools.cli import _common
 
     call = '<tool_call>\n{"name": "get_customer", "arguments": {"customer_id": "cust-1001"}}\n</tool_call>'
     replies = ["<think>\nLook it up.\n</think>\n\n" + call, "<think>\nGot it.\n</think>\n\nAda is on [b]pro[/b]."]
-    monkeypatch.setattr(cli, "_load_model", lambda args: Model(ScriptedBackend(replies), family="qwen3"))
+    monkeypatch.setattr(_common, "load_model", lambda args: Model(ScriptedBackend(replies), family="qwen3"))
     argv = ["run", "What plan is cust-1001 on?", "--tools", "localtools.examples:get_customer", "--think"]
     assert cli.main(argv + (["--quiet"] if quiet else [])) == 0
     out = capsys.readouterr().out.splitlines()

@@ -1,0 +1,246 @@
+"""``localtools bench``: constrained vs free decoding on BFCL-format cases, peers, pooled routing."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from .._errors import UsageError
+from ..backends import BACKENDS, ENGINES
+from . import _common
+
+
+def add_parser(sub: Any) -> None:
+    bench = sub.add_parser(
+        "bench", help="constrained vs free decoding on BFCL-format cases",
+        description="Score every mode (model x backend x free/constrained x tool_choice) on the same BFCL-format "
+        "cases with our own checker: AST accuracy, valid-call rate, latency p50/p95, time to first token, tokens/s "
+        "and the grammar's overhead per generated token against free decoding of the same model and backend.")
+    source = bench.add_mutually_exclusive_group()
+    source.add_argument("--bfcl", action="store_true", help="BFCL v4 data from the bfcl-eval wheel (default; fetched once, "
+                        "without its dependencies)")
+    source.add_argument("--data", metavar="DIR", help="a folder in BFCL format (BFCL_v4_<category>.json + possible_answer/)")
+    bench.add_argument("--category", action="append", metavar="C",
+                       help="simple_python, multiple, parallel, parallel_multiple, irrelevance (repeatable; default all five)")
+    bench.add_argument("--sample", type=int, default=40, metavar="N", help="cases per category, evenly spread (default 40)")
+    bench.add_argument("--seed", type=int, default=0, help="shifts which cases the even spread picks (default 0)")
+    bench.add_argument("--model", "-m", action="append", help="catalog name or .gguf path (repeatable; default: the default model)")
+    bench.add_argument("--backend", action="append", type=_common.backend_name, metavar="BACKEND",
+                       help=f"{', '.join([*BACKENDS, *ENGINES])} or MODULE:CLASS; repeatable; default llama-cpp. "
+                       "llama-server / vllm / sglang: the engine at --engine-url, "
+                       "scored with the same prompts, grammars and parser as in process")
+    _common.engine_args(bench)
+    bench.add_argument("--mode", action="append", choices=["free", "constrained"], help="repeatable; default both")
+    bench.add_argument("--tool-choice", action="append", choices=["auto", "required"], help="repeatable; default auto")
+    bench.add_argument("--peer", action="append", default=[], metavar="native|llama-cpp-python|openai:URL[#MODEL]",
+                       help="repeatable. native: each --model's own GGUF chat template, free decoding on llama.cpp, "
+                       "calls read tolerantly from tags, fenced or bare JSON (the bar constrained decoding must clear). "
+                       "llama-cpp-python: its own chatml-function-calling handler on each --model, in "
+                       "process. openai:URL: any OpenAI-compatible server (llama-server --jinja, Ollama, vLLM, localtools "
+                       "serve), scored strictly on the tool_calls it returns; #MODEL names the model to ask for "
+                       "(default: the first in its /models)")
+    bench.add_argument("--peers-only", action="store_true", help="run only the peers, not localtools' own modes")
+    bench.add_argument("--system", metavar="TEXT", help="a system message for every case and every mode (BFCL's "
+                       "questions have none; llama-cpp-python's handler lists the tools only inside one)")
+    bench.add_argument("--scenarios", action="store_true", help="also run the multi-turn scenarios (a question, tools "
+                       "incl. unrelated ones, the results): per auto mode, how often the answer holds the facts and "
+                       "the needed tool was called once")
+    bench.add_argument("--pooled", action="store_true", help="routing among many tools: pool the tools of every case "
+                       "of the categories (default: multiple) into one set, deduplicated by name (the first definition "
+                       "kept), and ask each sampled case with all of them and with the --route-k tools nearest its "
+                       "question (EmbeddingRouter, the routing extra). Per mode: accuracy against the case's expected "
+                       "call, mean/max prompt tokens, and the prompts that leave fewer than --max-tokens of the "
+                       "model's context (not generated; scored wrong). localtools' own modes only")
+    bench.add_argument("--route-k", type=int, action="append", metavar="K",
+                       help="with --pooled: tools the router offers per case (repeatable; default 5)")
+    bench.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
+    bench.add_argument("--disguise-retry", choices=["bar", "required"],
+                   help="when a text answer under auto reads as a call, decode again with that opening barred "
+                   "(bar, default: the model may still answer in words) or as a call (required)")
+    bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
+    bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
+                       "(needs matplotlib)")
+
+
+def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str]) -> tuple[dict[tuple[str, str], Any], list[Any]]:
+    from ..bench import LlamaCppPythonPeer, Mode, NativePeer, OpenAIPeer, parse_peer
+    from ..host._catalog import resolve_model
+
+    peers: list[Any] = []
+    for spec in args.peer:
+        kind, url, model = parse_peer(spec)
+        if kind == "openai":
+            peers.append(OpenAIPeer(url, model=model))
+        else:
+            local = NativePeer if kind == "native" else LlamaCppPythonPeer
+            peers += [local(resolve_model(name)[0], model=name) for name in names]
+    loaded, modes = {}, []
+    for peer in peers:
+        loaded[peer.model, peer.name] = peer
+        for choice in choices:
+            if choice in peer.tool_choices:
+                modes.append(Mode(peer.model, peer.name, False, choice, peer=True))
+            else:
+                print(f"note: {peer.name} has no tool_choice {choice!r}; skipped for it", file=sys.stderr)
+    return loaded, modes
+
+
+def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any], modes: list[Any]) -> tuple[list[Any], list[Any]]:
+    from ..bench import SCENARIOS, run_scenario, summarize_scenarios
+
+    auto = [m for m in modes if m.tool_choice == "auto"]
+    results = []
+    with _common.steps("scenarios", len(auto) * len(SCENARIOS)) as step:
+        for scenario in SCENARIOS:
+            for mode in auto:
+                results.append(run_scenario(models[mode.model, mode.backend], mode.label, scenario,
+                                            constrained=mode.constrained, max_tokens=args.max_tokens))
+                step(f"{mode.label} {scenario.name}")
+    return summarize_scenarios(results), results
+
+
+def _bench_targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
+    """The --model names and --backend names a bench run covers."""
+    from ..host._catalog import default_model
+
+    names, backends = args.model or [default_model()], args.backend or ["llama-cpp"]
+    engines = [b for b in backends if b in ENGINES]
+    if engines and (not args.model or len(args.model) > 1) and not args.peers_only:
+        raise UsageError(f"--backend {engines[0]} needs one --model: the model the engine serves (it names the "
+                         "family and labels the results; an engine serves one model)")
+    return names, backends
+
+
+def _bench_models(args: argparse.Namespace, names: list[str], backends: list[str]) -> dict[tuple[str, str], Any]:
+    from ..model._load import load
+
+    models = {(name, backend): load(name, backend=backend, **_common.engine_options(args, backend)) for name in names
+              for backend in backends}
+    for model in models.values():
+        _common.set_disguise_retry(model, args)
+    return models
+
+
+def _bench_pooled(args: argparse.Namespace) -> int:
+    """``bench --pooled``: every case against one pooled tool set, all of it vs routed to the top k."""
+    from rich.table import Table
+
+    from ..agent._routing import EmbeddingRouter
+    from ..bench import bfcl_data_dir, load_cases, sample, write_json
+    from ..bench._pooled import PooledMode, pool_tools, run_pooled, summarize_pooled
+
+    if args.peer or args.peers_only or args.plot or args.scenarios:
+        raise UsageError("--pooled runs localtools' own modes only (it counts each prompt's tokens before generating): "
+                         "drop --peer, --peers-only, --plot and --scenarios")
+    ks = list(dict.fromkeys(args.route_k or [5]))
+    for k in ks:
+        EmbeddingRouter(k)  # a bad k or a missing routing extra fails now, not after loading the models
+    folder = args.data or bfcl_data_dir()
+    categories = args.category or ["multiple"]
+    every = {category: load_cases(folder, category) for category in categories}
+    pool = pool_tools(case for category in categories for case in every[category])
+    cases = [c for category in categories for c in sample(every[category], args.sample, args.seed)]
+    if args.system:
+        cases = [c.with_system(args.system) for c in cases]
+    names, backends = _bench_targets(args)
+    modes = [PooledMode(name, backend, decoding == "constrained", choice, route_k=k)
+             for name in names for backend in backends for choice in args.tool_choice or ["auto"]
+             for decoding in args.mode or ["free", "constrained"] for k in [None, *ks]]
+    models = _bench_models(args, names, backends)
+    with _common.steps("bench", len(cases) * len(modes)) as step:
+        results = run_pooled(models, modes, cases, pool, max_tokens=args.max_tokens,
+                             on_result=lambda r: step(f"{r.mode} {r.case_id}"))
+    rows = summarize_pooled(results, modes)
+    contexts = sorted({str(m.backend.capabilities.n_ctx or "?") for m in models.values()})
+    table = Table(title=f"{len(cases)} cases from {', '.join(categories)}, asked against {len(pool)} pooled tools "
+                  f"(context {'/'.join(contexts)} tokens, max_tokens {args.max_tokens})")
+    for column in ("mode", "offered", "cases", "accuracy", "valid", "expected offered", "prompt tok mean", "max",
+                   "over context", "p50 s", "route ms"):
+        table.add_column(column, justify="left" if column == "mode" else "right")
+    for row in rows:
+        table.add_row(row["mode"], f"{row['offered_mean']:.0f}", str(row["cases"]), f"{row['accuracy']:.1%}",
+                      f"{row['valid_rate']:.1%}", f"{row['expected_offered_rate']:.1%}", f"{row['prompt_tokens_mean']:,.0f}",
+                      f"{row['prompt_tokens_max']:,}", str(row["over_context"]), _common.fmt(row["latency_p50"], ".2f"),
+                      _common.fmt(row["route_ms_mean"], ".0f"))
+    _common.print_table(table)
+    for row in rows:
+        if "accuracy_vs_all" in row:
+            print(f"{row['mode']} vs all tools: accuracy {row['accuracy_vs_all'] * 100:+.1f} points, mean prompt "
+                  f"{row['prompt_tokens_ratio_vs_all']:.3f}x the tokens")
+    if pool.redefined:
+        affected = len({r.case_id for r in results if r.redefined})
+        print(f"note: {len(pool.redefined)} tool names are defined differently by later cases; the first definition "
+              f"is kept, and {affected} of the {len(cases)} cases expect such a tool")
+    if args.json:
+        meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
+                "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes],
+                "pooled_tools": len(pool), "redefined_tools": pool.redefined, "route_k": ks, "n_ctx": contexts}
+        write_json(args.json, rows, list(results), meta)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from ..bench import CATEGORIES, Mode, bfcl_data_dir, load_cases, run_bench, sample, summarize, write_json
+
+    if args.pooled:
+        return _bench_pooled(args)
+    if args.route_k:
+        raise UsageError("--route-k applies to --pooled")
+    if args.peers_only and not args.peer:
+        raise UsageError("--peers-only needs at least one --peer")
+    if args.plot:
+        from ..bench._plot import plot_summary, pyplot
+
+        pyplot()  # a missing matplotlib fails now, not after the run
+    folder = args.data or bfcl_data_dir()
+    categories = args.category or list(CATEGORIES)
+    cases = [c for cat in categories for c in sample(load_cases(folder, cat), args.sample, args.seed)]
+    if args.system:
+        cases = [c.with_system(args.system) for c in cases]
+    names, backends = _bench_targets(args)
+    choices = args.tool_choice or ["auto"]
+    modes = [] if args.peers_only else [
+        Mode(name, backend, decoding == "constrained", choice)
+        for name in names for backend in backends
+        for choice in choices for decoding in (args.mode or ["free", "constrained"])]
+    models: dict[tuple[str, str], Any] = {} if args.peers_only else _bench_models(args, names, backends)
+    peers, peer_modes = _bench_peers(args, names, choices)
+    models.update(peers)
+    modes += peer_modes
+    with _common.steps("bench", len(cases) * len(modes)) as step:
+        results = run_bench(models, modes, cases, max_tokens=args.max_tokens,
+                            on_result=lambda r: step(f"{r.mode} {r.case_id}"))
+    rows = summarize(results, modes)
+    scenario_rows, scenario_results = _bench_scenarios(args, models, modes) if args.scenarios else ([], [])
+    table = Table(title=f"{len(cases)} cases from {folder}")
+    for column in ("mode", "category", "cases", "accuracy", "valid", "disguised", "caught", "repaired", "refused",
+                   "p50 s", "p95 s", "ttft s", "tok/s", "grammar ratio"):
+        table.add_column(column, justify="left" if column in ("mode", "category") else "right")
+    for row in rows:
+        table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}", f"{row['valid_rate']:.1%}",
+                      str(row["disguised_calls"]), str(row["disguises_caught"]), str(row["calls_repaired"]),
+                      str(row["calls_refused"]),
+                      _common.fmt(row["latency_p50"], ".2f"), _common.fmt(row["latency_p95"], ".2f"), _common.fmt(row["ttft_p50"], ".2f"),
+                      _common.fmt(row["generated_tokens_per_s"], ".1f"), _common.fmt(row.get("grammar_overhead_ratio"), ".2f"))
+    _common.print_table(table)
+    if scenario_rows:
+        scenarios = Table(title="multi-turn scenarios (auto modes)")
+        for column in ("mode", "scenarios", "answered", "called once", "mean steps"):
+            scenarios.add_column(column, justify="left" if column == "mode" else "right")
+        for srow in scenario_rows:
+            scenarios.add_row(srow["mode"], str(srow["scenarios"]), f"{srow['answer_rate']:.0%}",
+                              f"{srow['called_once_rate']:.0%}", f"{srow['mean_steps']:.1f}")
+        _common.print_table(scenarios)
+    if args.json:
+        meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
+                "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes]}
+        write_json(args.json, rows, results, meta, scenarios=(scenario_rows, scenario_results))
+        print(f"wrote {args.json}")
+    if args.plot:
+        plot_summary(rows, args.plot, title=f"{len(cases)} BFCL-format cases, {args.sample} per category")
+        print(f"wrote {args.plot}")
+    return 0
