@@ -24,6 +24,8 @@ PROBE_MODEL = "smollm2-135m"
 
 
 _llama_server: Future[Path] | None = None
+# The real load: shared_loads puts a wrapper around localtools.load that calls load_once.
+_LOAD = localtools.load
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -77,7 +79,7 @@ def load_once(name: str, backend: str = "llama-cpp", **options: Any) -> localtoo
     options = {**_options(backend), **options}
     key = (name, backend, json.dumps(options, sort_keys=True, default=str))
     if key not in _loaded:
-        _loaded[key] = localtools.load(name, backend=backend, **options)
+        _loaded[key] = _LOAD(name, backend=backend, **options)
     return _loaded[key]
 
 

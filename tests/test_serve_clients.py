@@ -1,5 +1,5 @@
 """`localtools serve` in its own process on 127.0.0.1, on real weights, used by real clients:
-the openai SDK, the anthropic SDK, PydanticAI and LangChain, with no change but ``base_url``."""
+the openai SDK (chat completions and Responses), the anthropic SDK, PydanticAI and LangChain, with no change but ``base_url``."""
 
 from __future__ import annotations
 
@@ -201,6 +201,33 @@ def test_anthropic_sdk_tool_use_loop(qwen_url: str, stream: bool) -> None:
     assert reply.usage.input_tokens > 0 and reply.usage.output_tokens > 0
     counted = sdk.messages.count_tokens(model="qwen", messages=messages, tools=ANTHROPIC_TOOLS)
     assert counted.input_tokens > reply.usage.input_tokens // 2
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
+def test_openai_sdk_responses_tool_loop(qwen_url: str, stream: bool) -> None:
+    # The function-calling loop as OpenAI's Responses docs write it: run each function_call, send
+    # its function_call_output back (here through previous_response_id), until a message comes.
+    sdk = client(qwen_url)
+    tools: list[Any] = [{"type": "function", **f} for f in _FUNCTIONS]
+    request: dict[str, Any] = {"model": "qwen", "tools": tools, "input": QUESTION}
+    for _ in range(4):
+        if stream:
+            with sdk.responses.stream(**request) as live:
+                kinds = [event.type for event in live]
+                response = live.get_final_response()
+            assert kinds[0] == "response.created" and kinds[-1] == "response.completed"
+        else:
+            response = sdk.responses.create(**request)
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            break
+        assert [c.name for c in calls] == ["get_customer"]
+        request = {"model": "qwen", "tools": tools, "previous_response_id": response.id, "input": [
+            {"type": "function_call_output", "call_id": c.call_id,
+             "output": json.dumps(_get_customer(**json.loads(c.arguments)))} for c in calls]}
+    assert response.status == "completed" and "previous_response_id" in request
+    assert "pro" in response.output_text.lower()
+    assert response.usage is not None and response.usage.input_tokens > 0
 
 
 def test_pydantic_ai_agent(qwen_url: str) -> None:

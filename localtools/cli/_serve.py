@@ -12,8 +12,9 @@ from . import _common
 
 def add_parser(sub: Any) -> None:
     serve = sub.add_parser(
-        "serve", help="OpenAI chat completions and the Anthropic Messages API (with tools) on one model",
-        description="Serve POST /v1/chat/completions, POST /v1/messages (and /v1/messages/count_tokens), GET "
+        "serve", help="OpenAI chat completions and Responses, and the Anthropic Messages API (with tools), on one model",
+        description="Serve POST /v1/chat/completions, POST /v1/responses, POST /v1/messages (and "
+        "/v1/messages/count_tokens), GET "
         "/v1/models and GET /health. Point the openai SDK, PydanticAI or LangChain at http://HOST:PORT/v1, the "
         "anthropic SDK at http://HOST:PORT (any api_key, or the one given to --api-key). Tool calls are "
         "grammar-constrained: "

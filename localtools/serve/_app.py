@@ -1,6 +1,7 @@
-"""``localtools serve``: one local model behind OpenAI chat completions (``/v1/chat/completions``)
-and the Anthropic Messages API (``/v1/messages``); each dialect translates (``_openai``,
-``_anthropic``), the queue, limits, cancellation and the grammar path are this module's.
+"""``localtools serve``: one local model behind OpenAI chat completions (``/v1/chat/completions``),
+the OpenAI Responses API (``/v1/responses``) and the Anthropic Messages API (``/v1/messages``);
+each dialect translates (``_openai``, ``_responses``, ``_anthropic``), the queue, limits,
+cancellation and the grammar path are this module's.
 
 A model in this process answers one request at a time (llama.cpp contexts are not thread-safe); a
 serving engine behind the model (``--backend llama-server``, ``vllm``, ``sglang``) gets as many at
@@ -52,6 +53,7 @@ from ..model._turn import ChatResult
 from ._anthropic import Messages, parse_messages
 from ._dialect import Dialect, EventWriter
 from ._openai import BadRequest, ChatCompletions, ChatRequest
+from ._responses import Responses
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -222,6 +224,7 @@ def create_app(model: Model, config: ServerConfig) -> Any:
         routes=[
             Route("/v1/chat/completions", routes.chat_completions, methods=["POST"]),
             Route("/chat/completions", routes.chat_completions, methods=["POST"]),
+            Route("/v1/responses", routes.responses, methods=["POST"]),
             Route("/v1/messages", routes.messages, methods=["POST"]),
             Route("/v1/messages/count_tokens", routes.count_tokens, methods=["POST"]),
             Route("/v1/models", routes.models, methods=["GET"]),
@@ -255,6 +258,8 @@ class _Routes:
         from starlette.responses import JSONResponse, StreamingResponse
 
         self.model, self.config, self.worker = model, config, worker
+        #: The Responses dialect keeps this server's responses for previous_response_id.
+        self._responses = Responses()
         self._json, self._streaming = JSONResponse, StreamingResponse
 
     def error(self, status: int, message: str, *, kind: str = "invalid_request_error", param: str | None = None,
@@ -335,6 +340,10 @@ class _Routes:
     async def chat_completions(self, http: Request) -> Response:
         request = await self.request(http, _CHAT)
         return request if not isinstance(request, ChatRequest) else await self.answered(http, request, _CHAT)
+
+    async def responses(self, http: Request) -> Response:
+        request = await self.request(http, self._responses)
+        return request if not isinstance(request, ChatRequest) else await self.answered(http, request, self._responses)
 
     async def messages(self, http: Request) -> Response:
         request = await self.request(http, _MESSAGES)
@@ -460,7 +469,7 @@ class _Routes:
 
     async def not_found(self, http: Request, exc: Exception) -> Response:
         return self.error(404, f"no route {http.method} {http.url.path}; this server has POST /v1/chat/completions, "
-                          "POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models and GET /health",
+                          "POST /v1/responses, POST /v1/messages, POST /v1/messages/count_tokens, GET /v1/models and GET /health",
                           code="not_found", dialect=_MESSAGES if "/messages" in http.url.path else _CHAT)
 
     async def crashed(self, http: Request, exc: Exception) -> Response:

@@ -48,6 +48,11 @@ class ChatRequest:
     thinking: bool | None = None
     #: Most tokens of reasoning before the answer (``reasoning_budget``; ``None``: no limit).
     reasoning_budget: int | None = None
+    #: Responses API: keep the turn for a later ``previous_response_id``; the request's
+    #: ``instructions`` and ``previous_response_id``, echoed in the response.
+    store: bool = False
+    instructions: str | None = None
+    previous_response_id: str | None = None
 
 
 class EventWriter(Protocol):
