@@ -16,7 +16,7 @@ from typing import Any
 from ..model._stream import StreamEvent
 from ..model._turn import ChatResult
 from ._dialect import BadRequest, ChatRequest, sse
-from ._openai import ChunkWriter, _number, _tools, _unreadable
+from ._openai import ChunkWriter, _number, _tools_as, _unreadable
 
 __all__ = ["Messages", "message_body", "parse_messages"]
 
@@ -156,12 +156,7 @@ def _function_tools(raw: Any) -> list[dict[str, Any]]:
             raise BadRequest(f"tools[{i}] needs an 'input_schema'", f"tools[{i}].input_schema")
         specs.append({"type": "function", "function": {"name": tool.get("name"), "description": tool.get("description"),
                                                        "parameters": tool["input_schema"]}})
-    try:
-        return _tools(specs)
-    except BadRequest as exc:
-        param = (exc.param or "").replace(".function.parameters", ".input_schema").replace(".function", "")
-        message = str(exc).replace(".function.parameters", ".input_schema").replace(".function", "")
-        raise BadRequest(message, param, exc.code) from None
+    return _tools_as(specs, [(".function.parameters", ".input_schema"), (".function", "")])
 
 
 def _tool_choice(raw: Any, tools: list[dict[str, Any]]) -> tuple[str, bool]:

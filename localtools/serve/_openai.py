@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ..families._parse import decode_arguments
@@ -139,22 +140,42 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tool_choice(raw: Any, tools: list[dict[str, Any]]) -> str:
+def _tools_as(specs: list[dict[str, Any]], renames: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """``_tools`` for another dialect's tools, put into chat-completions form: its errors name the
+    fields as that dialect spells them (each ``(ours, theirs)`` of ``renames``, in order)."""
+    try:
+        return _tools(specs)
+    except BadRequest as exc:
+        param, message = exc.param or "", str(exc)
+        for ours, theirs in renames:
+            param, message = param.replace(ours, theirs), message.replace(ours, theirs)
+        raise BadRequest(message, param, exc.code) from None
+
+
+_NOT_NAMED = object()
+#: How a chat-completions request names one tool in ``tool_choice``.
+_NAMED = ("{'type': 'function', 'function': {'name': ...}}",
+          lambda raw: raw["function"].get("name") if isinstance(raw.get("function"), dict) else _NOT_NAMED)
+
+
+def _tool_choice(raw: Any, tools: list[dict[str, Any]],
+                 named: tuple[str, Callable[[dict[str, Any]], Any]] = _NAMED) -> str:
+    """``tool_choice`` checked against ``tools``; ``named``: how the dialect spells one tool by name,
+    and how to read the name out of it."""
     names = [t["function"]["name"] for t in tools]
+    spelling, name_of = named
     if raw is None:
         return "auto" if tools else "none"
     if raw in ("auto", "none", "required"):
         if raw == "required" and not tools:
             raise BadRequest("tool_choice 'required' needs at least one tool in 'tools'", "tool_choice")
         return str(raw)
-    if isinstance(raw, dict) and raw.get("type") == "function" and isinstance(raw.get("function"), dict):
-        name = raw["function"].get("name")
+    if isinstance(raw, dict) and raw.get("type") == "function" and (name := name_of(raw)) is not _NOT_NAMED:
         if name not in names:
             raise BadRequest(f"tool_choice names {name!r}, which is not in 'tools' ({', '.join(names) or 'none given'})",
                              "tool_choice")
         return str(name)
-    raise BadRequest("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'function': {'name': ...}}",
-                     "tool_choice")
+    raise BadRequest(f"tool_choice must be 'auto', 'none', 'required' or {spelling}", "tool_choice")
 
 
 def _number(body: dict[str, Any], key: str, default: float, low: float, high: float) -> float:

@@ -22,7 +22,7 @@ from typing import Any
 from ..model._stream import StreamEvent
 from ..model._turn import ChatResult
 from ._dialect import BadRequest, ChatRequest, sse
-from ._openai import ChunkWriter, _number, _tools, _unreadable, error_body
+from ._openai import ChunkWriter, _number, _tool_choice, _tools_as, _unreadable, error_body
 
 __all__ = ["Responses"]
 
@@ -135,28 +135,11 @@ def _function_tools(raw: Any) -> list[dict[str, Any]]:
                              "are supported", f"tools[{i}].type", "unsupported_tool")
         specs.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
                                                        if k in tool}})
-    try:
-        return _tools(specs)
-    except BadRequest as exc:
-        param, message = (exc.param or "").replace(".function", ""), str(exc).replace(".function", "")
-        raise BadRequest(message, param, exc.code) from None
+    return _tools_as(specs, [(".function", "")])
 
 
-def _tool_choice(raw: Any, tools: list[dict[str, Any]]) -> str:
-    names = [t["function"]["name"] for t in tools]
-    if raw is None:
-        return "auto" if tools else "none"
-    if raw in ("auto", "none", "required"):
-        if raw == "required" and not tools:
-            raise BadRequest("tool_choice 'required' needs at least one tool in 'tools'", "tool_choice")
-        return str(raw)
-    if isinstance(raw, dict) and raw.get("type") == "function":
-        if raw.get("name") not in names:
-            raise BadRequest(f"tool_choice names {raw.get('name')!r}, which is not in 'tools' "
-                             f"({', '.join(names) or 'none given'})", "tool_choice")
-        return str(raw["name"])
-    raise BadRequest("tool_choice must be 'auto', 'none', 'required' or {'type': 'function', 'name': ...}",
-                     "tool_choice")
+#: Responses name one tool flat: {"type": "function", "name": ...}.
+_NAMED = ("{'type': 'function', 'name': ...}", lambda raw: raw.get("name"))
 
 
 class Responses:
@@ -210,7 +193,7 @@ class Responses:
         return ChatRequest(
             messages=_input(body.get("input"), instructions or "", previous),
             tools=tools,
-            tool_choice=_tool_choice(body.get("tool_choice"), tools),
+            tool_choice=_tool_choice(body.get("tool_choice"), tools, _NAMED),
             parallel_tool_calls=parallel,
             temperature=_number(body, "temperature", default_temperature, 0.0, 2.0),
             top_p=_number(body, "top_p", 1.0, 0.0, 1.0) or 1.0,
