@@ -115,6 +115,24 @@ def test_the_reply_is_allowed_token_by_token(setup: Setup, engine: str) -> None:
 
 
 @pytest.mark.model
+def test_where_the_grammar_can_take_nothing_more_the_end_token_is_allowed_and_taken(setup: Setup, engine: str) -> None:
+    # A one-call reply with nothing allowed after it: llguidance stops its matcher there, and the
+    # end token it then masks in must still be taken, as the other engines take it.
+    from localtools.grammar import Grammar, Lit
+
+    grammar = Grammar({"root": Lit(REPLY)}, "root")
+    source = {"xgrammar": grammar.to_gbnf(), "llguidance": grammar.to_lark(), "outlines_core": grammar.to_regex()}
+    compiled = compile_grammar(setup.backends[engine], engine, source[engine])
+    matcher = new_matcher(engine, compiled, setup.backends[engine], setup.width)
+    matcher.consume(setup.ids)
+    assert matcher.allows(setup.eos) and not matcher.allows(setup.ids[0])
+    rejected = masked(setup, matcher)
+    assert not rejected[setup.eos] and rejected[setup.ids[0]]
+    matcher.consume([setup.eos])
+    matcher.check()
+
+
+@pytest.mark.model
 def test_a_wrong_token_is_rejected_and_masked(setup: Setup, engine: str) -> None:
     matcher = setup.matcher(engine)
     hello = setup.first_token("Hello")

@@ -289,7 +289,7 @@ def test_same_prompt_same_token_ids_on_both_backends(models: Models, which: str)
     assert len(ids) > 100 and hf.backend.tokenize(prompt) == ids
 
 
-def test_a_kept_conversion_is_the_model_the_gguf_file_gives(models: Models) -> None:
+def test_a_kept_conversion_is_the_model_the_gguf_file_gives(models: Models, monkeypatch: pytest.MonkeyPatch) -> None:
     # Loaded from the GGUF file, the weights are converted and kept; a later load reads the kept
     # directory. Both must be the same model: weights, tokenizer (special tokens in text too), the
     # chat template, end and special tokens, and so the same greedy reply.
@@ -303,7 +303,18 @@ def test_a_kept_conversion_is_the_model_the_gguf_file_gives(models: Models) -> N
     kept = TransformersBackend(path)
     dtype = str(kept.dtype).removeprefix("torch.")
     assert (converted_dir(path, dtype) / "complete").is_file()
+    # transformers would parse the file three times (tokenizer, config, weights): once is enough.
+    import gguf
+
+    reader_class, opened = gguf.GGUFReader, []
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        opened.append(args[0])
+        return reader_class(*args, **kwargs)
+
+    monkeypatch.setattr(gguf, "GGUFReader", counting)
     fresh = TransformersBackend(path, keep_converted=False)
+    assert opened == [str(path)] and gguf.GGUFReader is counting
     assert kept.tokenizer.name_or_path == str(converted_dir(path, dtype)) != fresh.tokenizer.name_or_path
     text = "<|im_start|>user\nÜnïcödé 東京 🙂 <|im_end|>\t\n\n x<|endoftext|>"
     assert kept.tokenizer(text)["input_ids"] == fresh.tokenizer(text)["input_ids"]

@@ -83,7 +83,8 @@ def new_matcher(engine: str, compiled: Any, outlines_backend: Any, vocab_size: i
     if engine == "xgrammar":
         return _XGrammar(compiled)
     if engine == "llguidance":
-        return _LLGuidance(compiled, outlines_backend.llg_tokenizer.vocab_size)
+        tokenizer = outlines_backend.llg_tokenizer
+        return _LLGuidance(compiled, tokenizer.vocab_size, int(tokenizer.eos_token))
     if engine == "outlines_core":
         return _OutlinesCore(compiled, outlines_backend.vocabulary, vocab_size)
     raise UsageError(f"unknown mask engine {engine!r}; expected one of {', '.join(ENGINES)}")
@@ -196,17 +197,26 @@ class _XGrammar:
 
 
 class _LLGuidance:
-    def __init__(self, template: Any, known: int) -> None:
+    def __init__(self, template: Any, known: int, eos: int) -> None:
         self._m = template.deep_copy()
         # unsafe_compute_mask_ptr takes exactly ceil(vocab / 32) words.
         self._bits = _Bitmask((known + 31) // 32, known)
+        self._eos = eos
+
+    def _ends(self, token: int) -> bool:
+        # Once the grammar can take nothing more, llguidance stops the matcher: its mask then
+        # allows only the end token, which the stopped matcher refuses to consume. That token
+        # ends the reply, as it would have before the stop.
+        return token == self._eos and self._m.is_stopped()
 
     def allows(self, token: int) -> bool:
         # The range test first: llguidance prints a warning for an id past its vocabulary.
-        return 0 <= token < self._bits.known and self._m.validate_tokens([token]) == 1
+        return 0 <= token < self._bits.known and (self._m.validate_tokens([token]) == 1 or self._ends(token))
 
     def consume(self, tokens: Sequence[int]) -> None:
         tokens = list(tokens)
+        if tokens and self._ends(tokens[-1]) and all(t == self._eos for t in tokens):
+            return
         inside = next((i for i, t in enumerate(tokens) if not 0 <= t < self._bits.known), len(tokens))
         # try_consume_tokens stops at a rejected token without entering the error state, so the
         # prefix it took can be rolled back.

@@ -80,6 +80,38 @@ def build_llama_server(*, force: bool = False, jobs: int | None = None,
     for tool in ("cmake", "cc", "c++"):
         if shutil.which(tool) is None:
             raise ModelError(f"building llama-server needs {tool} on PATH (e.g. apt-get install cmake g++)")
+    with _one_builder(dest, progress):
+        # A build that ran while this one waited left its binary: minutes of compiling saved.
+        if not force and dest.is_file():
+            return dest
+        _build(dest, jobs, progress)
+    progress(f"built {dest}")
+    return dest
+
+
+@contextmanager
+def _one_builder(dest: Path, progress: Callable[[str], None]) -> Iterator[None]:
+    """One build of a binary at a time on this machine: a second waits for the first, then
+    finds its binary (the set-up starts a build while it installs; the tests may ask for one)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        import fcntl
+    except ImportError:  # Windows: no advisory locks; two builds each move a whole binary into place
+        yield
+        return
+    with open(dest.with_name(".build.lock"), "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            progress("another build of llama-server is running here; waiting for it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _build(dest: Path, jobs: int | None, progress: Callable[[str], None]) -> None:
     with tempfile.TemporaryDirectory(prefix="localtools-llama-server-") as tmp:
         work = Path(tmp)
         sdist = _sdist(work, progress)
@@ -100,8 +132,6 @@ def build_llama_server(*, force: bool = False, jobs: int | None = None,
         partial = dest.with_name(f"{dest.name}.{os.getpid()}.partial")
         shutil.copy2(built, partial)
         partial.replace(dest)
-    progress(f"built {dest}")
-    return dest
 
 
 def _sdist(work: Path, progress: Callable[[str], None]) -> Path:

@@ -1,0 +1,42 @@
+"""Building llama-server: one build at a time on a machine, and a waiting one takes its binary."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from localtools.host import _engines
+
+
+def test_a_second_build_waits_for_the_first_and_takes_its_binary(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    dest = tmp_path / "engines" / "llama-server-x" / "llama-server"
+    builds: list[int] = []
+    started = threading.Event()
+
+    def build(into: Path, jobs: Any, progress: Any) -> None:
+        builds.append(threading.get_ident())
+        started.set()
+        time.sleep(0.3)  # the second caller arrives while this one compiles
+        into.write_text("binary")
+
+    monkeypatch.setattr(_engines, "_binary_path", lambda version=_engines.LLAMA_CPP_PYTHON: dest)
+    monkeypatch.setattr(_engines, "_build", build)
+    monkeypatch.setattr(_engines.shutil, "which", lambda tool: f"/usr/bin/{tool}")
+    monkeypatch.delenv(_engines.BINARY_ENV, raising=False)
+    said: list[str] = []
+    results: list[Path] = []
+    first = threading.Thread(target=lambda: results.append(_engines.build_llama_server()))
+    first.start()
+    assert started.wait(5)
+    results.append(_engines.build_llama_server(progress=said.append))
+    first.join()
+    assert results == [dest, dest] and len(builds) == 1
+    assert any("another build" in line for line in said)
+    # Forced, it builds again even with a binary there.
+    _engines.build_llama_server(force=True)
+    assert len(builds) == 2
