@@ -185,7 +185,11 @@ BAD_REQUESTS = [
     ("image content", {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]},
      "messages[0].content"),
     ("n above 1", {"messages": USER, "n": 2}, "n"),
-    ("json response_format", {"messages": USER, "response_format": {"type": "json_object"}}, "response_format"),
+    ("unknown response_format", {"messages": USER, "response_format": {"type": "xml"}}, "response_format.type"),
+    ("json_schema without its name", {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "schema": {"type": "object"}}}}, "response_format.json_schema.name"),
+    ("json_schema with an invalid schema", {"messages": USER, "response_format": {"type": "json_schema", "json_schema": {
+        "name": "plan", "schema": {"type": "wrong"}}}}, "response_format.json_schema.schema"),
     ("temperature out of range", {"messages": USER, "temperature": 3}, "temperature"),
     ("logprobs", {"messages": USER, "logprobs": True}, "logprobs"),
     ("tool schema 2,000 levels deep", {"messages": USER, "tools": [{"type": "function", "function": {

@@ -98,6 +98,8 @@ class ReplyFormat:
     reasoning: str = ""
     #: The grammar of the answer after the reasoning (``grammar`` when there is none).
     answer_grammar: Grammar | None = None
+    #: Structured output: the JSON schema an answer that is no call follows (``None``: free text).
+    answer_schema: Any = None
 
     @property
     def can_call(self) -> bool:
@@ -223,15 +225,21 @@ def reply_format(
     constrained: bool = True,
     stop: Sequence[str] = (),
     reasoning: str = "",
+    answer_schema: Any = None,
 ) -> ReplyFormat:
     """The format of a reply to ``tools`` (OpenAI-style specs) under ``tool_choice``; ``reasoning``
-    (see ``reasoning_mode``) puts free reasoning before the answer the grammar constrains."""
+    (see ``reasoning_mode``) puts free reasoning before the answer the grammar constrains;
+    ``answer_schema`` makes the answer that is no call a JSON value under that schema."""
+    if answer_schema is not None and not constrained:
+        raise UsageError("a structured answer (answer_schema) is decoded under its grammar; it cannot be "
+                         "asked for with constrained=False")
     if reasoning not in REASONING_MODES:
         raise UsageError(f"reasoning must be one of {REASONING_MODES}, got {reasoning!r}")
     if reasoning and not family.reasoning_start:
         raise UsageError(f"family {family.name!r} has no reasoning tags")
     names = tuple(t["function"]["name"] for t in tools)
-    answer = build_grammar(family, list(tools), tool_choice, parallel_tool_calls) if constrained else None
+    answer = build_grammar(family, list(tools), tool_choice, parallel_tool_calls, answer_schema=answer_schema) \
+        if constrained else None
     grammar = answer
     if answer is not None and reasoning:
         opening = () if reasoning == "open" else (Lit(family.reasoning_start),)
@@ -256,6 +264,7 @@ def reply_format(
         schemas={t["function"]["name"]: t["function"].get("parameters") or {} for t in tools},
         reasoning=reasoning,
         answer_grammar=answer,
+        answer_schema=answer_schema,
     )
 
 

@@ -36,15 +36,22 @@ def build_grammar(
     tool_choice: str = "auto",
     parallel_tool_calls: bool = True,
     max_parallel_calls: int = MAX_PARALLEL_CALLS,
+    answer_schema: Any = None,
 ) -> Grammar:
     """The grammar of a reply under ``tool_choice`` ("auto", "required", "none" or a tool name).
 
     ``tools`` are OpenAI-style specs. Under "auto" the reply is either plain text (which never
     contains the family's call marker) or calls; once a call starts, it is fully constrained.
+    ``answer_schema`` (a JSON schema; structured output): the answer that is no call is a JSON
+    value under it, built as a call's arguments are.
     """
     # Rules added under fixed names once the tools' rules exist: no tool's rule may take one.
     g = Grammar(reserved=frozenset({"root", "text", "calls", "call", "marked-call", "list-sep",
                                     *_family_grammar(family).rules}))
+    schemas: SchemaGrammar | None = None
+    if answer_schema is not None:
+        schemas = _schema_grammar(g, family)
+        answer = _json_answer(family, schemas, answer_schema)
     if tool_choice not in ("auto", "required", "none"):
         chosen = [t for t in tools if t["function"]["name"] == tool_choice]
         if not chosen:
@@ -56,13 +63,10 @@ def build_grammar(
             raise UsageError("tool_choice='required' needs at least one tool")
         # No call may follow, and none may hide in the answer either: the text opens like no call
         # to an offered tool and holds no call form's opening.
-        g.add("root", _text(family, tools))
+        g.add("root", answer if answer_schema is not None else _text(family, tools))
         return g
     fam = _family_grammar(family)
-    try:
-        schemas = SchemaGrammar(g, family.layout)
-    except ValueError as exc:
-        raise TemplateError(f"family {family.name!r}: {exc}") from None
+    schemas = schemas or _schema_grammar(g, family)
     ws_in, ws_sep = layout_whitespace(g, family.layout)
     per_tool: list[Expr] = []
     for spec in tools:
@@ -99,6 +103,9 @@ def build_grammar(
     calls = g.add("calls", alt(*shapes(singles, "call"), *(seq(Ref(r), Ref("calls-close")) for r in lists)))
     if tool_choice == "required":
         g.add("root", calls)
+    elif answer_schema is not None:
+        # A JSON answer or calls: nothing follows the answer (it is one JSON value).
+        g.add("root", alt(calls, g.add("text", answer)))
     else:
         text = g.add("text", _text(family, tools, calls=True))
         after: list[Expr] = []
@@ -116,6 +123,25 @@ def build_grammar(
     # Rules that render as "" (calls-open for Hermes, say) are inlined away for readability.
     _inline_empty(g)
     return g
+
+
+def _schema_grammar(g: Grammar, family: Family) -> SchemaGrammar:
+    try:
+        return SchemaGrammar(g, family.layout)
+    except ValueError as exc:
+        raise TemplateError(f"family {family.name!r}: {exc}") from None
+
+
+def _json_answer(family: Family, schemas: SchemaGrammar, schema: Any) -> Expr:
+    """A structured answer: a JSON value under ``schema``, after the family's text opening."""
+    try:
+        schemas.document(schema)
+        value = schemas.rule(schemas.resolve(schema, "answer"), "answer")
+    except UnsupportedSchema as exc:
+        raise UnsupportedSchema(f"the answer's schema: cannot constrain it: {exc}", keyword=exc.keyword,
+                                path=exc.path) from None
+    opening = _family_grammar(family).rules.get("text-open")
+    return seq(opening, value) if opening is not None else value
 
 
 def _text(family: Family, tools: list[dict[str, Any]], *, calls: bool = False) -> Expr:

@@ -30,7 +30,7 @@ from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_
 from ..grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
-from ._stream import DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone
+from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone, answer_violations
 from ._turn import ChatResult
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
@@ -63,6 +63,12 @@ def _violation_text(found: list[Violation]) -> str:
         return "not run: another call of this turn broke its tool's schema. Call again."
     wrong = "; ".join(f"{v.pointer or 'the arguments'}: {v.message}" for v in found)
     return f"error: these arguments break the tool's schema ({wrong}). Call it again with arguments that fit it."
+
+
+def _answer_violation_text(found: list[Violation]) -> str:
+    """What a structured answer that broke its schema is told, as the user's next message."""
+    wrong = "; ".join(f"{v.pointer or 'the answer'}: {v.message}" for v in found)
+    return f"That answer does not fit the required JSON schema ({wrong}). Answer again with JSON that fits it."
 
 
 def _question(messages: list[dict[str, Any]]) -> str:
@@ -197,14 +203,17 @@ class Model:
         constrained: bool = True,
         stop: Sequence[str] = (),
         reasoning: str = "",
+        answer_schema: Mapping[str, Any] | None = None,
     ) -> ReplyFormat:
         """What a reply may be for this request: the grammar, the stop strings, how calls open."""
         specs = _specs(tools)
         if self.strict_schema:
             for spec in specs:
                 _refuse_unenforced(spec)
-        return reply_format(self.family, specs, tool_choice, parallel_tool_calls,
-                            constrained=constrained, stop=stop, reasoning=reasoning)
+            if answer_schema is not None:
+                _refuse_unenforced({"function": {"name": ANSWER, "parameters": answer_schema}})
+        return reply_format(self.family, specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
+                            reasoning=reasoning, answer_schema=answer_schema)
 
     def chat(
         self,
@@ -229,6 +238,7 @@ class Model:
         schema_retries: int = 2,
         disguise_retries: int = 2,
         disguise_retry: DisguiseRetry | None = None,
+        answer_schema: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -262,6 +272,12 @@ class Model:
         each with ``DisguiseCaught``), as ``disguise_retry`` says (``DisguiseRetry``; ``None``: the
         model's ``disguise_retry``); then
         ``DisguisedCall`` is raised. Such text is never streamed.
+
+        ``answer_schema`` (a JSON schema; OpenAI's ``response_format`` ``json_schema``) asks for a
+        structured answer: the answer that is no call is one JSON value under it, decoded under
+        the schema's grammar and checked as a call's arguments are (repaired up to
+        ``schema_retries`` times, the violations told to the model; then ``SchemaViolation``). A
+        stream sends its text once it passes.
         """
         if schema_retries < 0 or disguise_retries < 0:
             raise UsageError(f"schema_retries and disguise_retries must be 0 or more, got {schema_retries} and "
@@ -273,7 +289,8 @@ class Model:
             tool_choice=tool_choice, parallel_tool_calls=parallel_tool_calls, constrained=constrained,
             max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop,
             repeat_penalty=repeat_penalty, retry_repeat_penalties=retry_repeat_penalties, cancel=cancel,
-            thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event)
+            thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event,
+            answer_schema=answer_schema)
         specs = _specs(tools)
         if not constrained:
             free = self._turn(messages, specs, **options)  # free output is the model's own, for comparing
@@ -298,7 +315,9 @@ class Model:
         repairs = disguises = 0
         while True:
             result = self._turn(history, specs, check=check, bars=bars, **{**options, "tool_choice": choice})
-            disguise = first_disguise(result.content, offered) if choice == "auto" and specs else None
+            # A structured answer is JSON of the asked shape, read as JSON, never for calls.
+            disguise = first_disguise(result.content, offered) \
+                if choice == "auto" and specs and answer_schema is None else None
             if disguise is not None:
                 # A text that reads as a call is no answer (nor a preamble to real calls): a call
                 # nothing checked, decoded again.
@@ -316,6 +335,8 @@ class Model:
                 continue
             found = [check(call) for call in result.tool_calls]
             bad = [v for each in found for v in each]
+            answer_bad = answer_violations(result, answer_schema)
+            bad += answer_bad
             if not bad:
                 return replace(result, schema_repairs=repairs, disguise_retries=disguises) if repairs or disguises \
                     else result
@@ -324,6 +345,10 @@ class Model:
             repairs += 1
             if on_event is not None:
                 on_event(SchemaRepair(repairs, tuple(bad)))
+            if answer_bad:
+                # The model reads what was wrong with its answer as the user's reply to it.
+                history += [result.message(), {"role": "user", "content": _answer_violation_text(answer_bad)}]
+                continue
             # The model reads what was wrong as each call's own result, as it would a tool's error.
             history += [result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(each)}
                                             for call, each in zip(result.tool_calls, found, strict=True))]
@@ -350,6 +375,7 @@ class Model:
         on_event: Callable[[StreamEvent], None] | None = None,
         check: Callable[[ToolCall], Sequence[Violation]] | None = None,
         bars: Sequence[str] = (),
+        answer_schema: Mapping[str, Any] | None = None,
     ) -> ChatResult:
         """One generation of the turn (``chat`` without the repairs), top to bottom: render, then
         the thought when a reasoning budget gives it its own generation, the answer under the
@@ -368,7 +394,7 @@ class Model:
             # read it as one, never for calls.
             mode = "may"
         fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
-                                reasoning=mode).barring(bars)
+                                reasoning=mode, answer_schema=answer_schema).barring(bars)
         run = _Decoding(self.backend, None if on_event is None else ReplyStream(fmt, on_event, stop, check), cancel,
                         temperature=temperature, top_p=top_p, seed=seed)
         whole, thought = fmt, ""

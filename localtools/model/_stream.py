@@ -30,8 +30,8 @@ from ..grammar import Grammar, matches
 from ..grammar._check import Violation, violations
 from ._turn import ChatResult
 
-__all__ = ["DisguiseCaught", "ReasoningDelta", "ReplyStream", "SchemaRepair", "StreamEvent", "TextDelta", "ToolCallDelta",
-           "ToolCallDone", "ToolCallStarted", "TurnDone", "relay"]
+__all__ = ["ANSWER", "DisguiseCaught", "ReasoningDelta", "ReplyStream", "SchemaRepair", "StreamEvent", "TextDelta", "ToolCallDelta",
+           "ToolCallDone", "ToolCallStarted", "TurnDone", "answer_violations", "relay"]
 
 
 @dataclass(frozen=True)
@@ -125,6 +125,22 @@ async def relay(events: asyncio.Queue[StreamEvent], job: asyncio.Future[Any]) ->
         if getter is not None:
             getter.cancel()
 
+#: How a structured answer is named in its violations (where a call's tool name stands).
+ANSWER = "(answer)"
+
+
+def answer_violations(result: ChatResult, schema: Any) -> list[Violation]:
+    """Every way a turn's structured answer breaks ``schema`` (none for a turn of calls, or
+    when no schema was asked for)."""
+    if schema is None or result.tool_calls:
+        return []
+    try:
+        value = json.loads(result.content)
+    except ValueError as exc:  # the grammar admits only JSON; a cut answer is not
+        return [Violation(ANSWER, "", "type", f"the answer is not one whole JSON value ({exc})")]
+    return violations(ANSWER, schema, value)
+
+
 #: Characters that may open a call in free output (the tolerant parser reads JSON, tags and
 #: fences anywhere): free text is streamed up to the first of them, the rest once the turn ends.
 _FREE_RISKY = "{[<`"
@@ -166,6 +182,8 @@ class ReplyStream:
         else:
             self._free_risky = _DISGUISE_RISKY if fmt.text_can_call else None
         self._free = answer is None
+        #: A structured answer is held, as calls are, until the whole of it passes its check.
+        self._held_answer = fmt.answer_schema is not None
         # Constrained with no text branch: the answer is calls (tool_choice required or named).
         self._no_text = answer is not None and self._calls_alone is not None and "text" not in rules
         #: "" undecided, "text" (calls may follow after a marker) or "calls".
@@ -208,6 +226,8 @@ class ReplyStream:
         self._send_reasoning(result.reasoning)
         calls = result.tool_calls
         disguised = self.fmt.text_can_call and first_disguise(result.content, self.fmt.tool_names) is not None
+        if self._held_answer and answer_violations(result, self.fmt.answer_schema):
+            return result  # repaired, or refused: never sent
         if self._free or not disguised:
             self._send_text(result.content)
         if disguised:
@@ -223,7 +243,7 @@ class ReplyStream:
 
     def _live_text(self, answer: str) -> str | None:
         """The answer's text that is certain so far, or ``None`` while it may still be calls."""
-        if self._no_text:
+        if self._no_text or self._held_answer:
             return None
         if self._free:
             if self._free_risky is None:

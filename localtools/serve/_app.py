@@ -180,6 +180,7 @@ def _chat(model: Model, request: ChatRequest, cancel: threading.Event,
         reasoning_budget=request.reasoning_budget,
         template_kwargs=request.template_kwargs,
         on_event=on_event,
+        answer_schema=request.answer_schema,
     )
 
 

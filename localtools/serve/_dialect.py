@@ -53,6 +53,10 @@ class ChatRequest:
     store: bool = False
     instructions: str | None = None
     previous_response_id: str | None = None
+    #: Structured output: the JSON schema the answer follows (``response_format``, ``text.format``),
+    #: and the format as the request wrote it (echoed in a response).
+    answer_schema: Any = None
+    answer_format: dict[str, Any] | None = None
 
 
 class EventWriter(Protocol):

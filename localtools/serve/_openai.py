@@ -14,7 +14,7 @@ from typing import Any
 from ..families._parse import decode_arguments
 from ..model._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
 from ..model._turn import ChatResult
-from ..tools._schema import MAX_SCHEMA_DEPTH, spec_problems
+from ..tools._schema import MAX_SCHEMA_DEPTH, schema_problem, spec_problems
 from ._dialect import BadRequest, ChatRequest, sse
 
 __all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatCompletions", "ChatRequest", "ChunkWriter", "completion_body",
@@ -223,9 +223,8 @@ def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperat
     if body.get("n") not in (None, 1):
         raise BadRequest("'n' must be 1: this server writes one choice per request", "n")
     fmt = body.get("response_format")
-    if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
-        raise BadRequest("'response_format' other than {'type': 'text'} is not supported; describe the shape as a tool",
-                         "response_format", "unsupported_parameter")
+    answer = answer_schema(fmt, "response_format", fmt.get("json_schema") if isinstance(fmt, dict) else None,
+                           "response_format.json_schema")
     tools = _tools(body.get("tools"))
     max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
     if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
@@ -279,7 +278,37 @@ def parse_request(body: Any, *, default_max_tokens: int = 1024, default_temperat
         template_kwargs=kwargs,
         thinking=thinking,
         reasoning_budget=budget,
+        answer_schema=answer,
     )
+
+
+def answer_schema(fmt: Any, where: str, spec: Any, spec_at: str) -> Any:
+    """The JSON schema a structured answer follows, from a response format ``fmt`` found at
+    ``where`` (``None`` for text): ``json_object`` is any object; ``json_schema`` takes ``spec``'s
+    ``schema`` (found at ``spec_at``; chat completions nest it under ``json_schema``, the Responses
+    API does not). ``strict`` is read as OpenAI means it: the answer follows the schema, as every
+    structured answer here does."""
+    if fmt is None:
+        return None
+    kind = fmt.get("type") if isinstance(fmt, dict) else None
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return {"type": "object"}
+    if kind != "json_schema":
+        raise BadRequest(f"'{where}' must be {{'type': 'text'}}, {{'type': 'json_object'}} or {{'type': 'json_schema', "
+                         f"...}}, got {fmt!r:.200}", f"{where}.type" if isinstance(fmt, dict) else where)
+    if not isinstance(spec, dict):
+        raise BadRequest(f"'{spec_at}' must be an object with 'name' and 'schema'", spec_at)
+    name = spec.get("name")
+    if not isinstance(name, str) or not name:
+        raise BadRequest(f"'{spec_at}.name' must be a non-empty string", f"{spec_at}.name")
+    if not isinstance(spec.get("strict", False), (bool, type(None))):
+        raise BadRequest(f"'{spec_at}.strict' must be true or false", f"{spec_at}.strict")
+    schema = spec.get("schema", {})
+    if (problem := schema_problem(schema, f"'{spec_at}.schema'")) is not None:
+        raise BadRequest(problem, f"{spec_at}.schema")
+    return schema
 
 
 def _usage(result: ChatResult) -> dict[str, int]:

@@ -6,8 +6,9 @@ items paired by ``call_id``) and ``instructions`` become the ``ChatRequest`` cha
 makes, with the same checks of tools and text; the turn becomes ``output`` items (reasoning, a
 message, a ``function_call`` per call). ``previous_response_id`` continues a response this server
 kept (``store``, the default, keeps it; a bounded number are kept, the oldest dropped first).
-What this server cannot do (built-in tools such as web search, files, images, ``text.format``
-other than text) is refused with a 400 naming it.
+``text.format`` ``json_schema`` (or ``json_object``) asks for a structured answer, decoded under
+the schema's grammar and checked. What this server cannot do (built-in tools such as web
+search, files, images) is refused with a 400 naming it.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from ..model._stream import StreamEvent
 from ..model._turn import ChatResult
 from ._dialect import BadRequest, ChatRequest, sse
-from ._openai import ChunkWriter, _number, _tool_choice, _tools_as, _unreadable, error_body
+from ._openai import ChunkWriter, _number, _tool_choice, _tools_as, _unreadable, answer_schema, error_body
 
 __all__ = ["Responses"]
 
@@ -161,10 +162,11 @@ class Responses:
         for key in _UNSUPPORTED:
             if body.get(key) not in (None, False, []):
                 raise BadRequest(f"'{key}' is not supported by this server", key, "unsupported_parameter")
-        fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else body.get("text")
-        if fmt is not None and (not isinstance(fmt, dict) or fmt.get("type") != "text"):
-            raise BadRequest("'text.format' other than {'type': 'text'} is not supported by this server; describe "
-                             "the shape as a tool", "text.format", "unsupported_parameter")
+        text = body.get("text")
+        if text is not None and not isinstance(text, dict):
+            raise BadRequest("'text' must be an object such as {'format': {'type': 'text'}}", "text")
+        fmt = (text or {}).get("format")
+        answer = answer_schema(fmt, "text.format", fmt, "text.format")
         max_tokens = body.get("max_output_tokens")
         if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
             raise BadRequest(f"'max_output_tokens' must be a positive integer, got {max_tokens!r}", "max_output_tokens")
@@ -206,6 +208,8 @@ class Responses:
             store=store,
             instructions=instructions,
             previous_response_id=previous_id,
+            answer_schema=answer,
+            answer_format=fmt if answer is not None else None,
         )
 
     def error_body(self, status: int, message: str, *, kind: str, param: str | None, code: str | None) -> dict[str, Any]:
@@ -257,7 +261,7 @@ def _response(response_id: str, request: ChatRequest, model: str, output: list[d
         {"type": "function", "name": request.tool_choice},
         "tools": [{"type": "function", "strict": False, **t["function"]} for t in request.tools],
         "previous_response_id": request.previous_response_id, "store": request.store,
-        "text": {"format": {"type": "text"}}, "reasoning": None,
+        "text": {"format": request.answer_format or {"type": "text"}}, "reasoning": None,
         "usage": None if result is None else {
             "input_tokens": result.prompt_tokens, "output_tokens": result.completion_tokens,
             "total_tokens": result.prompt_tokens + result.completion_tokens,

@@ -14,7 +14,8 @@ import jsonschema
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-__all__ = ["FunctionSchema", "clean_schema", "function_schema", "model_schema", "name_problem", "spec_problems"]
+__all__ = ["FunctionSchema", "clean_schema", "function_schema", "model_schema", "name_problem", "schema_problem",
+           "spec_problems"]
 
 #: OpenAI's tool-name rule, plus "." (BFCL's names and many real APIs use dotted names).
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -59,17 +60,27 @@ def spec_problems(function: dict[str, Any]) -> list[tuple[str, str]]:
         return problems
     if not isinstance(params, dict):
         problems.append(("parameters", "'parameters' must be a JSON Schema object"))
-    elif _too_deep(params, MAX_SCHEMA_DEPTH):
-        problems.append(("parameters", f"'parameters' nests objects and arrays more than {MAX_SCHEMA_DEPTH} levels deep"))
-    else:
-        if params.get("type", "object") != "object":
-            problems.append(("parameters", f"'parameters' must have type 'object', not {params.get('type')!r}"))
-        try:
-            # The draft the schema names in "$schema" (2020-12 when it names none).
-            jsonschema.validators.validator_for(params, default=jsonschema.Draft202012Validator).check_schema(params)
-        except jsonschema.SchemaError as exc:
-            problems.append(("parameters", f"'parameters' is not a valid JSON Schema: {exc.message}"))
+        return problems
+    if params.get("type", "object") != "object" and not _too_deep(params, MAX_SCHEMA_DEPTH):
+        problems.append(("parameters", f"'parameters' must have type 'object', not {params.get('type')!r}"))
+    if (problem := schema_problem(params, "'parameters'")) is not None:
+        problems.append(("parameters", problem))
     return problems
+
+
+def schema_problem(schema: Any, what: str) -> str | None:
+    """What is wrong with ``schema`` as a JSON Schema (an object or a boolean; ``what`` names it
+    in the message), or ``None``."""
+    if not isinstance(schema, (dict, bool)):
+        return f"{what} must be a JSON Schema object"
+    if isinstance(schema, dict) and _too_deep(schema, MAX_SCHEMA_DEPTH):
+        return f"{what} nests objects and arrays more than {MAX_SCHEMA_DEPTH} levels deep"
+    try:
+        # The draft the schema names in "$schema" (2020-12 when it names none).
+        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        return f"{what} is not a valid JSON Schema: {exc.message}"
+    return None
 
 # Schema keywords whose value is a schema / a map or list of schemas; anything else
 # (notably the *names* under "properties") is left alone by the cleaners below.
