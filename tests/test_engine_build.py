@@ -40,3 +40,23 @@ def test_a_second_build_waits_for_the_first_and_takes_its_binary(monkeypatch: py
     # Forced, it builds again even with a binary there.
     _engines.build_llama_server(force=True)
     assert len(builds) == 2
+
+
+def test_the_sdist_is_downloaded_once_for_the_build_and_the_templates(monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Path) -> None:
+    downloads: list[list[str]] = []
+
+    def run(cmd: list[str], what: str, *, progress: Any) -> None:
+        downloads.append(cmd)
+        into = Path(cmd[cmd.index("-d") + 1])
+        (into / f"llama_cpp_python-{_engines.LLAMA_CPP_PYTHON}.tar.gz").write_bytes(b"sdist")
+
+    monkeypatch.setattr(_engines, "cache_dir", lambda: tmp_path / "cache" / "models")
+    monkeypatch.setattr(_engines, "_run", run)
+    first_work, second_work = tmp_path / "w1", tmp_path / "w2"
+    first_work.mkdir()
+    second_work.mkdir()
+    first = _engines._sdist(first_work, lambda line: None)
+    second = _engines._sdist(second_work, lambda line: None)
+    assert first == second and first.read_bytes() == b"sdist" and len(downloads) == 1
+    assert first.parent == tmp_path / "cache" / "engines"

@@ -135,14 +135,22 @@ def _build(dest: Path, jobs: int | None, progress: Callable[[str], None]) -> Non
 
 
 def _sdist(work: Path, progress: Callable[[str], None]) -> Path:
-    """llama-cpp-python's sdist, downloaded into ``work``."""
+    """llama-cpp-python's sdist: downloaded once, kept beside the engines (the build and the
+    official templates both read it)."""
+    kept = cache_dir().parent / "engines" / f"llama_cpp_python-{LLAMA_CPP_PYTHON}.tar.gz"
+    if kept.is_file():
+        return kept
     progress(f"downloading the llama-cpp-python {LLAMA_CPP_PYTHON} sdist (about 75 MB)")
     _run([sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:", "--quiet", "-d", str(work),
           f"llama-cpp-python=={LLAMA_CPP_PYTHON}"], "pip download", progress=None)
     sdists = sorted(work.glob("llama_cpp_python-*.tar.gz"))
     if not sdists:
         raise ModelError("pip download left no llama-cpp-python sdist")
-    return sdists[0]
+    kept.parent.mkdir(parents=True, exist_ok=True)
+    partial = kept.with_name(f"{kept.name}.{os.getpid()}.partial")
+    shutil.copy2(sdists[0], partial)
+    partial.replace(kept)  # whole or not at all, as the binary
+    return kept
 
 
 def official_templates(progress: Callable[[str], None] = lambda line: None) -> Path:
