@@ -6,6 +6,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 DEMO_STAMP := $(VENV)/.demo-installed
 TEST_STAMP := $(VENV)/.test-installed
+# llama-cpp-python's multimodal library (mtmd) is never loaded here: it is not compiled (a tenth of
+# the build). A CMAKE_ARGS of your own (-DGGML_CUDA=on, say) still reaches the build.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF $(CMAKE_ARGS)
 
 .PHONY: demo test lint setup setup-test clean
 
@@ -13,7 +16,7 @@ $(DEMO_STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	@echo "installing localtools with llama-cpp-python; the first time it compiles llama.cpp (minutes; pip caches the wheel)"
-	$(BIN)/pip install --quiet -e '.[llama-cpp]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[llama-cpp]'
 	touch $@
 
 $(TEST_STAMP): $(DEMO_STAMP)
