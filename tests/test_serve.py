@@ -406,7 +406,19 @@ def test_loopback_hosts() -> None:
     assert not any(is_loopback(h) for h in ("0.0.0.0", "::", "192.168.1.4", "example.com"))
 
 
-def test_a_client_that_hangs_up_stops_its_generation() -> None:
+#: The same one-question request on each dialect: its path, its body, and its answer's text.
+DIALECTS: list[tuple[str, dict[str, Any], Any]] = [
+    ("/v1/chat/completions", {"messages": USER}, lambda body: body["choices"][0]["message"]["content"]),
+    ("/v1/responses", {"input": USER[0]["content"]}, lambda body: body["output"][0]["content"][0]["text"]),
+    ("/v1/messages", {"messages": USER}, lambda body: body["content"][0]["text"]),
+]
+#: A streamed record carrying a piece of the answer's text, in each dialect's words.
+TEXT_MARKS = {"/v1/chat/completions": '"content":', "/v1/responses": "response.output_text.delta",
+              "/v1/messages": "text_delta"}
+
+
+@pytest.mark.parametrize(("path", "body", "text"), DIALECTS, ids=[d[0] for d in DIALECTS])
+def test_a_client_that_hangs_up_stops_its_generation(path: str, body: dict[str, Any], text: Any) -> None:
     slow, started = "x" * 2000, threading.Event()
 
     def long_reply(prompt: Any, grammar: Any) -> str:
@@ -416,15 +428,38 @@ def test_a_client_that_hangs_up_stops_its_generation() -> None:
     backend = ScriptedBackend([long_reply, "second"], seconds_per_token=0.01)  # 20 s if never stopped
     app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="scripted-model"))
     with running(app) as port:
-        body = json.dumps({"messages": USER, "max_tokens": 4000}).encode()
+        raw = json.dumps({"model": "m", **body, "max_tokens": 4000}).encode()
         with socket.create_connection(("127.0.0.1", port), timeout=10) as client:
-            client.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n"
-                           b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            client.sendall(f"POST {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n".encode()
+                           + b"Content-Length: " + str(len(raw)).encode() + b"\r\n\r\n" + raw)
             assert started.wait(10)
         # The first client is gone; the second is answered as soon as the first generation stops.
-        second = httpx.post(f"http://127.0.0.1:{port}/v1/chat/completions", json={"messages": USER}, timeout=30)
-        assert second.status_code == 200 and second.json()["choices"][0]["message"]["content"] == "second"
+        second = httpx.post(f"http://127.0.0.1:{port}{path}", json={"model": "m", **body, "max_tokens": 64}, timeout=30)
+        assert second.status_code == 200 and text(second.json()) == "second"
         assert len(backend.cancelled_at) == 1 and backend.cancelled_at[0] < len(slow)
+
+
+@pytest.mark.parametrize("path", ["/v1/responses", "/v1/messages"])
+def test_a_streaming_client_that_leaves_stops_its_generation_on_every_dialect(path: str) -> None:
+    reply = "Sunny. " * 300
+    backend = ScriptedBackend([reply], seconds_per_token=0.005)  # 10 s if never stopped
+    app = create_app(Model(backend, family="qwen2.5"), ServerConfig(model_name="scripted-model"))
+    body = next(b for p, b, _ in DIALECTS if p == path)
+    with running(app) as port:
+        pieces = 0
+        with httpx.stream("POST", f"http://127.0.0.1:{port}{path}", timeout=30,
+                          json={"model": "m", **body, "stream": True, "max_tokens": 4000}) as res:
+            assert res.status_code == 200
+            for line in res.iter_lines():
+                pieces += TEXT_MARKS[path] in line and line.startswith("data:")
+                if pieces >= 3:
+                    assert app.state.worker.pending == 1  # text came while the model was still writing
+                    break
+        for _ in range(500):
+            if backend.cancelled_at:
+                break
+            threading.Event().wait(0.02)
+        assert len(backend.cancelled_at) == 1 and backend.cancelled_at[0] < len(reply) // 2
 
 
 @pytest.mark.parametrize(("host", "key", "warned"), [("0.0.0.0", None, True), ("0.0.0.0", "k", False),
