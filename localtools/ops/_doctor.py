@@ -10,7 +10,7 @@ from typing import Any
 from ..backends import BACKENDS, backend_class
 from ..host._catalog import cache_dir, catalog, verify
 from ..host._machine import Machine, gpus, machine
-from ._probe import ProbeResult, build_info, probe
+from ._probe import ProbeResult, ProbeStatus, build_info, probe
 
 __all__ = ["BackendReport", "Report", "diagnose", "fix_for"]
 
@@ -69,7 +69,7 @@ def _version(dist: str) -> str | None:
 
 def fix_for(cls: Any, first: ProbeResult, retried: ProbeResult | None) -> str:
     """The advice for a backend whose probe under its defaults did not succeed."""
-    if first.status == "crashed":
+    if first.status is ProbeStatus.CRASHED:
         if retried is not None and retried.ok:
             flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in retried.options.items())
             args = ", ".join(f"{k}={v!r}" for k, v in retried.options.items())
@@ -78,7 +78,7 @@ def fix_for(cls: Any, first: ProbeResult, retried: ProbeResult | None) -> str:
                     "so the default can learn it")
         fixes = getattr(cls, "crash_fixes", {})
         return str(fixes.get(first.signal or "", fixes.get("*", "report it with this output")))
-    if first.status == "timeout":
+    if first.status is ProbeStatus.TIMEOUT:
         return "it did not finish a 24-token generation in time: check that no other process holds the CPU or GPU"
     return "the error above says what failed; where it names no fix, please report it with this output"
 
@@ -131,7 +131,7 @@ def diagnose(
         report.probes.append(first)
         retried = None
         safe = getattr(cls, "after_crash", {})
-        if first.status == "crashed" and safe:
+        if first.status is ProbeStatus.CRASHED and safe:
             progress(f"{name} crashed; trying again with {safe}")
             retried = probe(name, target, safe, timeout=timeout)
             report.probes.append(retried)

@@ -15,9 +15,10 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
-__all__ = ["ProbeResult", "build_info", "probe"]
+__all__ = ["ProbeResult", "ProbeStatus", "build_info", "probe"]
 
 QUESTION = "What is the weather like in Paris today? Please answer in one short sentence."
 TOOL = {"type": "function", "function": {
@@ -27,13 +28,23 @@ TOOL = {"type": "function", "function": {
 MAX_TOKENS = 12
 
 
+class ProbeStatus(StrEnum):
+    """How a probe's child process ended."""
+
+    OK = "ok"
+    #: Killed by a signal (a native crash: SIGILL, SIGSEGV).
+    CRASHED = "crashed"
+    #: It exited with an error it could report.
+    ERROR = "error"
+    TIMEOUT = "timeout"
+
+
 @dataclass
 class ProbeResult:
     backend: str
     model: str
     options: dict[str, Any]
-    #: "ok", "crashed", "error" or "timeout".
-    status: str
+    status: ProbeStatus
     detail: str = ""
     #: The signal's name when the child crashed, e.g. "SIGSEGV".
     signal: str | None = None
@@ -42,14 +53,14 @@ class ProbeResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status is ProbeStatus.OK
 
     def describe(self) -> str:
-        if self.status == "ok":
+        if self.status is ProbeStatus.OK:
             m = self.measured
             return (f"ok: {m.get('prompt_tokens')}-token prompt, {m.get('tokens')} tokens free and under a grammar "
                     f"in {m.get('seconds', 0):.1f} s")
-        if self.status == "crashed":
+        if self.status is ProbeStatus.CRASHED:
             return f"crashed: the child process died of {self.signal}" + (
                 f" (its last line on stderr: {self.detail})" if self.detail else "")
         return f"{self.status}: {self.detail}"
@@ -58,14 +69,14 @@ class ProbeResult:
 def probe(backend: str, model: str, options: dict[str, Any] | None = None, *, timeout: float = 600) -> ProbeResult:
     """Run one short generation of ``model`` on ``backend`` in a child process and say how it went."""
     options = dict(options or {})
-    result = ProbeResult(backend, model, options, "error")
+    result = ProbeResult(backend, model, options, ProbeStatus.ERROR)
     code, answer, stderr = _run_child({"backend": backend, "model": model, "options": options}, timeout)
     if code is None:
-        result.status, result.detail = "timeout", f"no answer within {timeout:.0f} s"
+        result.status, result.detail = ProbeStatus.TIMEOUT, f"no answer within {timeout:.0f} s"
     elif code < 0:
-        result.status, result.signal, result.detail = "crashed", _signal_name(-code), _last_line(stderr)
+        result.status, result.signal, result.detail = ProbeStatus.CRASHED, _signal_name(-code), _last_line(stderr)
     elif code == 0 and answer.get("ok"):
-        result.status, result.measured = "ok", answer
+        result.status, result.measured = ProbeStatus.OK, answer
     else:
         result.detail = answer.get("error") or _last_line(stderr) or f"exit code {code}"
     return result

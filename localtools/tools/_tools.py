@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any, overload
 
 import jsonschema
@@ -15,7 +16,7 @@ from .._errors import ToolArgumentsError, ToolDefinitionError, ToolNotAllowed, U
 from ..grammar._check import Violation, violations
 from ._schema import function_schema, model_schema, name_problem, spec_problems
 
-__all__ = ["DESTRUCTIVE", "IDEMPOTENT", "Tool", "ToolRegistry", "tool"]
+__all__ = ["DESTRUCTIVE", "IDEMPOTENT", "ArgsPassing", "Tool", "ToolRegistry", "tool"]
 
 #: Tag that marks a tool whose calls need approval before they run.
 DESTRUCTIVE = "destructive"
@@ -23,6 +24,15 @@ DESTRUCTIVE = "destructive"
 #: or answered from a cache.
 IDEMPOTENT = "idempotent"
 DEFAULT_TIMEOUT = 30.0
+
+
+class ArgsPassing(StrEnum):
+    """How a tool's validated arguments reach its function."""
+
+    #: As keyword arguments, one per parameter.
+    KWARGS = "kwargs"
+    #: As one instance of the tool's pydantic model.
+    MODEL = "model"
 
 
 @dataclass(frozen=True)
@@ -36,8 +46,8 @@ class Tool:
     tags: frozenset[str] = frozenset()
     timeout: float | None = DEFAULT_TIMEOUT
     args_model: type[BaseModel] | None = None
-    #: How validated arguments reach ``fn``: "kwargs" or "model" (one model instance).
-    call_style: str = "kwargs"
+    #: How validated arguments reach ``fn``: as keyword arguments, or as one model instance.
+    call_style: ArgsPassing = ArgsPassing.KWARGS
     #: Execution middleware for this tool alone, outermost first, inside the agent's own.
     middleware: tuple[Any, ...] = ()
     #: What of a result reaches the model (``localtools.Full``, ``Truncate``, ``Pick``,
@@ -135,7 +145,8 @@ class Tool:
         if problems:
             raise ToolDefinitionError(tool_name, problems)
         sig_params = list(inspect.signature(fn).parameters.values())
-        style = "model" if len(sig_params) == 1 and sig_params[0].annotation in (model, model.__name__) else "kwargs"
+        style = ArgsPassing.MODEL if len(sig_params) == 1 and sig_params[0].annotation in (model, model.__name__) \
+            else ArgsPassing.KWARGS
         doc = description if description is not None else (inspect.getdoc(fn) or inspect.getdoc(model) or "")
         return cls(
             name=tool_name,
@@ -218,7 +229,7 @@ class Tool:
                     f"{'.'.join(str(p) for p in e['loc']) or '(root)'}: {e['msg']}" for e in exc.errors()
                 )
                 raise ToolArgumentsError(self.name, details, arguments) from None
-            if self.call_style == "model":
+            if self.call_style is ArgsPassing.MODEL:
                 return {"__model__": model}
             return {k: getattr(model, k) for k in type(model).model_fields}
         errors = sorted(self._validator.iter_errors(arguments), key=lambda e: list(e.path))
