@@ -428,6 +428,8 @@ class Agent:
             temperature=self.temperature,
             thinking=self.thinking,
             reasoning_budget=self.reasoning_budget,
+            # The loop answers a repeated call itself, from the result it has (and says so in the trace).
+            repeat_calls=True,
         )
         try:
             if live:

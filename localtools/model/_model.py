@@ -57,10 +57,42 @@ def _unenforced(parameters_json: str) -> tuple[KeywordEnforcement, ...]:
     return tuple(unsupported(json.loads(parameters_json)))
 
 
+#: The violation keyword of a call that repeats one the conversation already answered.
+REPEAT = "repeat"
+
+
+def _canonical(arguments: Any) -> str:
+    return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+
+
+def _answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
+    """(name, canonical arguments) of every call in the history whose result came back."""
+    made: dict[str, tuple[str, str]] = {}
+    answered: set[tuple[str, str]] = set()
+    for message in messages:
+        for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+                continue
+            arguments = fn.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    continue
+            made[str(call.get("id"))] = (fn["name"], _canonical(arguments))
+        if message.get("role") == "tool" and str(message.get("tool_call_id")) in made:
+            answered.add(made[str(message.get("tool_call_id"))])
+    return frozenset(answered)
+
+
 def _violation_text(found: list[Violation]) -> str:
     """A rejected turn's result for one of its calls, as the model reads it: what was wrong, where."""
     if not found:
         return "not run: another call of this turn broke its tool's schema. Call again."
+    if any(v.keyword == REPEAT for v in found):
+        return ("not run: this exact call was already made, and its result is above. Use that result to answer, "
+                "or make a different call.")
     wrong = "; ".join(f"{v.pointer or 'the arguments'}: {v.message}" for v in found)
     return f"error: these arguments break the tool's schema ({wrong}). Call it again with arguments that fit it."
 
@@ -239,6 +271,7 @@ class Model:
         disguise_retries: int = 2,
         disguise_retry: DisguiseRetry | None = None,
         answer_schema: Mapping[str, Any] | None = None,
+        repeat_calls: bool = False,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -278,6 +311,11 @@ class Model:
         the schema's grammar and checked as a call's arguments are (repaired up to
         ``schema_retries`` times, the violations told to the model; then ``SchemaViolation``). A
         stream sends its text once it passes.
+
+        A call identical (name and arguments) to one the conversation already made and answered
+        is not made again: it is checked like a schema (keyword ``repeat``), and the model is told
+        to use the result it has, answer, or make another call (``repeat_calls=True`` allows it,
+        for a tool one polls).
         """
         if schema_retries < 0 or disguise_retries < 0:
             raise UsageError(f"schema_retries and disguise_retries must be 0 or more, got {schema_retries} and "
@@ -304,10 +342,15 @@ class Model:
         # A tool with a pydantic model is checked by the model too.
         own = {t.name: t for t in tools if isinstance(t, Tool)}
 
+        answered = frozenset() if repeat_calls else _answered_calls(messages)
+
         def check(call: ToolCall) -> list[Violation]:
-            if call.name in own:
-                return own[call.name].violations(call.arguments)
-            return violations(call.name, schemas.get(call.name, {}), call.arguments)
+            found = own[call.name].violations(call.arguments) if call.name in own \
+                else violations(call.name, schemas.get(call.name, {}), call.arguments)
+            if answered and (call.name, _canonical(call.arguments)) in answered:
+                found = [*found, Violation(call.name, "", REPEAT, "this exact call was already made and its result "
+                                                                  "is in the conversation")]
+            return found
 
         history, choice = list(messages), tool_choice
         offered = frozenset(schemas)

@@ -1,0 +1,78 @@
+"""A call the conversation already made and answered is not made again: the model is told to use
+the result it has (an agent framework that runs its own loop, such as smolagents, otherwise sees
+the same call until its step limit)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from localtools import Model, ScriptedBackend
+from localtools._errors import SchemaViolation
+from localtools.examples import get_customer
+from localtools.model._stream import ToolCallStarted, TurnDone
+
+CALL = '<tool_call>\n{{"name": "get_customer", "arguments": {{"customer_id": "{}"}}}}\n</tool_call>'
+
+
+def history(customer: str = "cust-1001", arguments: Any = None) -> list[dict[str, Any]]:
+    arguments = json.dumps({"customer_id": customer}) if arguments is None else arguments
+    return [{"role": "user", "content": f"Plan of {customer}?"},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "get_customer", "arguments": arguments}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": '{"plan": "pro"}'}]
+
+
+@pytest.mark.parametrize("arguments", [None, {"customer_id": "cust-1001"}], ids=["json text", "a dict"])
+def test_an_answered_call_made_again_is_sent_back_and_the_model_answers(arguments: Any) -> None:
+    model = Model(ScriptedBackend([CALL.format("cust-1001"), "The plan is pro."]), family="qwen2.5")
+    result = model.chat(history(arguments=arguments), [get_customer])
+    assert result.tool_calls == [] and result.content == "The plan is pro." and result.schema_repairs == 1
+    second = "".join(t for t, _ in model.backend.prompts[1].segments)  # type: ignore[attr-defined]
+    assert "already made" in second
+
+
+def test_a_call_with_other_arguments_is_a_new_call() -> None:
+    model = Model(ScriptedBackend([CALL.format("cust-1002")]), family="qwen2.5")
+    result = model.chat(history(), [get_customer])
+    assert [c.arguments for c in result.tool_calls] == [{"customer_id": "cust-1002"}] and result.schema_repairs == 0
+
+
+def test_a_call_whose_result_never_came_is_no_repeat() -> None:
+    unanswered = history()[:2]
+    model = Model(ScriptedBackend([CALL.format("cust-1001")]), family="qwen2.5")
+    assert model.chat(unanswered, [get_customer]).tool_calls
+
+
+def test_repeat_calls_allows_it_for_a_tool_one_polls() -> None:
+    model = Model(ScriptedBackend([CALL.format("cust-1001")]), family="qwen2.5")
+    assert model.chat(history(), [get_customer], repeat_calls=True).tool_calls
+
+
+def test_a_model_that_keeps_repeating_gets_a_typed_error_naming_the_repeat() -> None:
+    model = Model(ScriptedBackend([CALL.format("cust-1001")] * 3), family="qwen2.5")
+    with pytest.raises(SchemaViolation) as caught:
+        model.chat(history(), [get_customer], tool_choice="required")
+    assert [v.keyword for v in caught.value.violations] == ["repeat"]
+
+
+def test_a_streamed_repeat_is_never_sent() -> None:
+    model = Model(ScriptedBackend([CALL.format("cust-1001"), CALL.format("cust-1002")]), family="qwen2.5")
+    events = list(model.stream(history(), [get_customer]))
+    started = [e for e in events if isinstance(e, ToolCallStarted)]
+    assert len(started) == 1
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.tool_calls[0].arguments == {"customer_id": "cust-1002"}
+
+
+def test_over_the_server_a_client_loop_gets_the_answer_not_the_same_call() -> None:
+    from test_serve import app_with, post
+
+    app, _ = app_with([CALL.format("cust-1001"), "The plan is pro."])
+    tool = {"type": "function", "function": get_customer.spec()["function"]}
+    res = post(app, {"messages": history(), "tools": [tool]})
+    assert res.status_code == 200, res.text
+    message = res.json()["choices"][0]["message"]
+    assert not message.get("tool_calls") and message["content"] == "The plan is pro."
