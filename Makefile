@@ -21,9 +21,10 @@ $(DEMO_STAMP): pyproject.toml
 
 $(TEST_STAMP): $(DEMO_STAMP)
 	@echo "building llama-server for the engine tests in the background (minutes; log: $(VENV)/llama-server-build.log)"
-	# Started now, it compiles while pip installs and the linters run; the tests wait for it (one build
-	# at a time), or build it themselves if this one failed.
-	$(BIN)/localtools engines build llama-server > $(VENV)/llama-server-build.log 2>&1 &
+	# Started now, it compiles while pip installs and the linters run, at the lowest priority so the
+	# tests it may overlap keep the cores; the tests wait for it (one build at a time), or build it
+	# themselves if this one failed.
+	nice -n 19 $(BIN)/localtools engines build llama-server > $(VENV)/llama-server-build.log 2>&1 &
 	@echo "adding the transformers backend (CPU torch), bench, serve and the test clients"
 	# torch pinned to its CPU build first: a bare torch requirement pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0

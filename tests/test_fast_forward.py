@@ -94,7 +94,7 @@ def test_fast_forward_writes_what_token_by_token_greedy_decoding_writes(backend:
     real: Any = model.backend
     forced = 0
     try:
-        for question in QUESTIONS[:3]:
+        for question in QUESTIONS[:2]:  # each is two greedy replies from cold, on both backends
             prompt = model.render([{"role": "user", "content": question}], ALL)
             fmt = model.reply_format(ALL, "auto")
             replies = []
@@ -109,7 +109,7 @@ def test_fast_forward_writes_what_token_by_token_greedy_decoding_writes(backend:
             assert fmt.parse(replies[1].text).tool_calls, replies[1].text
     finally:
         real.fast_forward = True
-    assert forced > 10 * 3  # names, keys and brackets: most of a call's JSON
+    assert forced > 10 * 2  # names, keys and brackets: most of a call's JSON
 
 
 def test_the_cli_passes_mask_and_fast_forward_to_the_backend(monkeypatch: pytest.MonkeyPatch) -> None:
