@@ -32,7 +32,7 @@ serve_load = importlib.util.module_from_spec(_spec)
 sys.modules["serve_load"] = serve_load
 _spec.loader.exec_module(serve_load)
 
-QUESTIONS = {"text": ("Say hello to Ada in five words.", False),
+QUESTIONS = {"text": ("Write three sentences about the sea.", False),
              "call": ("What subscription plan is customer cust-1001 using?", True)}
 TOOL = {"name": "get_customer", "description": "Look up a customer record by id.",
         "parameters": {"type": "object", "properties": {"customer_id": {"type": "string"}}, "required": ["customer_id"]}}
