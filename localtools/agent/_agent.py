@@ -33,7 +33,7 @@ from .._errors import (
     UnknownToolError,
     UsageError,
 )
-from ..families._parse import ToolCall, new_call_id
+from ..families._parse import ToolCall, call_key, new_call_id
 from ..families._prompt import Prompt, with_system
 from ..model._model import Model
 from ..model._stream import StreamEvent, TurnDone, relay
@@ -793,7 +793,7 @@ _EMPTY = frozenset({"", "[]", "{}", "null", "None", '""'})
 
 
 def _call_key(call: ToolCall) -> str:
-    return call.name + json.dumps(call.arguments, sort_keys=True, default=str)
+    return call_key(call.name, call.arguments)
 
 
 def _feedback(exc: Exception) -> str:

@@ -15,10 +15,15 @@ from .._errors import ToolCallParseError
 from ..grammar._check import pointer, unsendable
 from ._families import CallStyle, Family
 
-__all__ = ["ARGUMENT_KEYS", "BARE_CALL_OPENING", "NAME_KEYS", "ParsedReply", "ToolCall", "decode_arguments",
+__all__ = ["ARGUMENT_KEYS", "BARE_CALL_OPENING", "NAME_KEYS", "ParsedReply", "ToolCall", "call_key", "decode_arguments",
            "disguised_calls", "first_disguise", "new_call_id", "not_json", "parse_reply"]
 
 _ALNUM = string.ascii_letters + string.digits
+
+
+def call_key(name: str, arguments: Any) -> str:
+    """A call's identity: its tool and its arguments, whatever their key order."""
+    return name + json.dumps(arguments, sort_keys=True, default=str)
 _FENCE = re.compile(r"```[a-zA-Z_]*[ \t]*\n?(.*?)\n?```", re.DOTALL)
 _DECODER = json.JSONDecoder()
 #: How a bare JSON call opens, in any family: free output is read for these by the tolerant

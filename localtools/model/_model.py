@@ -24,7 +24,7 @@ from .._errors import (
 from ..backends._base import Backend, Generation, first_stop
 from ..families._choose import FamilyCheck, choose_family
 from ..families._families import Family
-from ..families._parse import ToolCall, first_disguise, not_json
+from ..families._parse import ToolCall, call_key, first_disguise, not_json
 from ..families._prompt import Prompt, render, with_system
 from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
 from ..grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
@@ -61,16 +61,13 @@ def _unenforced(parameters_json: str) -> tuple[KeywordEnforcement, ...]:
 REPEAT = "repeat"
 
 
-def _canonical(arguments: Any) -> str:
-    return json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
-
-
-def _answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[tuple[str, str]]:
-    """(name, canonical arguments) of every call in the history whose result came back."""
-    made: dict[str, tuple[str, str]] = {}
-    answered: set[tuple[str, str]] = set()
+def _answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """The ``call_key`` of every call in the history whose result came back."""
+    made: dict[str, str] = {}
+    answered: set[str] = set()
     for message in messages:
-        for call in message.get("tool_calls") or () if message.get("role") == "assistant" else ():
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        for call in calls or ():
             fn = call.get("function") if isinstance(call, Mapping) else None
             if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
                 continue
@@ -80,7 +77,7 @@ def _answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[tuple[st
                     arguments = json.loads(arguments)
                 except ValueError:
                     continue
-            made[str(call.get("id"))] = (fn["name"], _canonical(arguments))
+            made[str(call.get("id"))] = call_key(fn["name"], arguments)
         if message.get("role") == "tool" and str(message.get("tool_call_id")) in made:
             answered.add(made[str(message.get("tool_call_id"))])
     return frozenset(answered)
@@ -347,7 +344,7 @@ class Model:
         def check(call: ToolCall) -> list[Violation]:
             found = own[call.name].violations(call.arguments) if call.name in own \
                 else violations(call.name, schemas.get(call.name, {}), call.arguments)
-            if answered and (call.name, _canonical(call.arguments)) in answered:
+            if answered and call_key(call.name, call.arguments) in answered:
                 found = [*found, Violation(call.name, "", REPEAT, "this exact call was already made and its result "
                                                                   "is in the conversation")]
             return found
