@@ -75,6 +75,7 @@ from .families._parse import ToolCall, parse_reply
 from .families._prompt import Prompt
 from .families._reply import DisguiseRetry
 from .host._catalog import catalog, pull
+from .model._decide import Decision, DecisionPoint, Decisions
 from .model._load import BACKENDS, ENGINES, load
 from .model._model import Model
 from .model._stream import (
@@ -116,6 +117,9 @@ __all__ = [
     "ContextBudget",
     "ContextLengthExceeded",
     "DataError",
+    "Decision",
+    "DecisionPoint",
+    "Decisions",
     "DeriveError",
     "Derived",
     "DisguiseCaught",

@@ -9,7 +9,8 @@ from typing import Any, Protocol, runtime_checkable
 from .._types import Prompt
 from ..grammar import Grammar
 
-__all__ = ["Backend", "Capabilities", "Generation", "TextFeed", "cut_at_stop", "first_stop", "held_back"]
+__all__ = ["Backend", "Capabilities", "Generation", "NextTokens", "TextFeed", "TokenChoice", "cut_at_stop", "first_stop",
+           "held_back"]
 
 
 @dataclass
@@ -104,6 +105,32 @@ class Capabilities:
     n_ctx: int | None = None
     #: Requests it serves at once.
     concurrency: int = 1
+    #: It answers ``NextTokens.next_tokens``: the model's own distribution of the next token, which
+    #: the decisions (``localtools.Decisions``) read. Without it every decision is greedy.
+    next_tokens: bool = False
+
+
+@dataclass(frozen=True)
+class TokenChoice:
+    """One candidate next token and the model's log-probability of it (over the whole vocabulary,
+    no grammar, no penalty)."""
+
+    token: int
+    #: Its text as the reply's text would show it.
+    text: str
+    logprob: float
+    #: It ends generation (an end-of-turn token): no text follows.
+    end: bool = False
+
+
+@runtime_checkable
+class NextTokens(Protocol):
+    """What a backend that declares ``Capabilities.next_tokens`` provides."""
+
+    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
+        """The ``k`` most probable tokens after ``prompt`` and then ``reply`` (token ids this
+        backend returned in a ``Generation``), most probable first."""
+        ...
 
 
 @runtime_checkable

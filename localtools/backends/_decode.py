@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from .._errors import GenerationCancelled
 from ..grammar import Grammar, continuation
-from ._base import Generation, TextFeed, first_stop
+from ._base import Generation, TextFeed, TokenChoice, first_stop
 
-__all__ = ["PENALTY_WINDOW", "FastForward", "Steps", "decode", "penalised"]
+__all__ = ["PENALTY_WINDOW", "FastForward", "Steps", "decode", "penalised", "top_choices"]
 
 #: The repeat penalty applies to the reply's last this-many tokens (llama.cpp's default window),
 #: never to the prompt: copying values out of the question is not penalised.
@@ -25,6 +25,18 @@ PENALTY_WINDOW = 64
 def penalised(reply: Sequence[int]) -> list[int]:
     """The distinct tokens the repeat penalty applies to, given the reply so far."""
     return sorted(set(reply[-PENALTY_WINDOW:]))
+
+
+def top_choices(logits: Any, k: int, text: Callable[[int], str], end: Callable[[int], bool]) -> list[TokenChoice]:
+    """The ``k`` best tokens of a row of logits (a 1-d numpy array), log-softmaxed over all of it."""
+    import numpy as np
+
+    k = max(1, min(k, len(logits)))
+    top = np.argpartition(-logits, k - 1)[:k]
+    top = top[np.argsort(-logits[top], kind="stable")]
+    peak = float(np.max(logits))
+    norm = peak + float(np.log(np.sum(np.exp(logits - peak))))
+    return [TokenChoice(int(t), text(int(t)), float(logits[t]) - norm, end(int(t))) for t in top]
 
 
 class Steps(Protocol):

@@ -16,8 +16,8 @@ from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, 
 from .._types import Prompt
 from ..grammar import Grammar
 from ..host._gguf import read_metadata
-from ._base import Capabilities, Generation
-from ._decode import PENALTY_WINDOW, FastForward, decode, penalised
+from ._base import Capabilities, Generation, TokenChoice
+from ._decode import PENALTY_WINDOW, FastForward, decode, penalised, top_choices
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
 
@@ -220,7 +220,22 @@ class LlamaCppBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time (a llama.cpp context is not thread-safe)."""
-        return Capabilities(n_ctx=self.n_ctx)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True)
+
+    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
+        """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``); the
+        prompt cache is reused, so after a generation only the reply's last token is evaluated."""
+        import numpy as np
+
+        ids = self.tokenize(prompt) + list(reply)
+        if len(ids) >= self.n_ctx:
+            raise ContextLengthExceeded(len(ids), self.n_ctx)
+        self._feed(ids)
+        llama_cpp = _import()
+        n_vocab = self.llm.n_vocab()
+        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1), shape=(n_vocab,))
+        return top_choices(logits.astype(np.float64), k, self._token_text,
+                           lambda t: bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, t)))
 
     def health(self) -> None:
         """Nothing behind it to ask."""

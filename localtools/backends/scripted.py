@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .._errors import ContextLengthExceeded, GenerationCancelled, UsageError
 from .._types import Prompt
 from ..grammar import Grammar, matches
-from ._base import Capabilities, Generation
+from ._base import Capabilities, Generation, TokenChoice
 from ._decode import FastForward, decode
 
 __all__ = ["ScriptedBackend"]
 
+#: Token ids from here up are ``next_tokens``' multi-character tokens.
+_PIECES = 0x110000
+
 Reply = str | Callable[[Prompt, Grammar | None], str]
+#: Next-token probabilities after a reply's text so far: token text -> probability ("" is the end).
+Choices = Mapping[str, Mapping[str, float]] | Callable[[Prompt, str], Mapping[str, float]]
 
 
 class ScriptedBackend:
@@ -27,7 +33,9 @@ class ScriptedBackend:
     model, asking ``cancel`` before each character; ``cancelled_at`` records, for each call
     that was cancelled, how many characters it had written. ``fast_forward``: characters the
     grammar forces join the one before them in one step, as on a real backend; ``batches``
-    records each step's size.
+    records each step's size. ``choices``: the model's next-token distribution after a reply's
+    text so far (``NextTokens``), by that text or from a function of the prompt and the text; the
+    backend declares ``next_tokens`` only when it is given.
     """
 
     name = "scripted"
@@ -35,8 +43,14 @@ class ScriptedBackend:
     eos_token = ""
 
     def __init__(self, replies: Iterable[Reply], *, metadata: dict[str, Any] | None = None,
-                 seconds_per_token: float = 0.0, n_ctx: int | None = None, fast_forward: bool = False) -> None:
+                 seconds_per_token: float = 0.0, n_ctx: int | None = None, fast_forward: bool = False,
+                 choices: Choices | None = None) -> None:
         self._replies = list(replies)
+        self.choices = choices
+        #: Texts of the multi-character tokens ``next_tokens`` handed out, by id (past the code points).
+        self._pieces: list[str] = []
+        #: Each ``next_tokens`` question: the reply's text it was asked after.
+        self.asked: list[str] = []
         self.fast_forward = fast_forward
         self.batches: list[int] = []
         #: The context in tokens (one a character), when set: a longer prompt raises, as a real model's does.
@@ -89,7 +103,26 @@ class ScriptedBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time; ``n_ctx`` as given."""
-        return Capabilities(n_ctx=self.n_ctx)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=self.choices is not None)
+
+    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
+        """The scripted distribution after ``reply`` (``NextTokens``); a reply text it does not
+        list has none (an empty list)."""
+        if self.choices is None:
+            raise UsageError("this scripted backend was given no choices (next_tokens)")
+        text = "".join(chr(t) if t < _PIECES else self._pieces[t - _PIECES] for t in reply)
+        self.asked.append(text)
+        table = self.choices(prompt, text) if callable(self.choices) else self.choices.get(text, {})
+        out = []
+        for piece, p in sorted(table.items(), key=lambda item: -item[1])[:k]:
+            if len(piece) == 1:
+                token = ord(piece)
+            else:
+                if piece not in self._pieces:
+                    self._pieces.append(piece)
+                token = _PIECES + self._pieces.index(piece)
+            out.append(TokenChoice(token, piece, math.log(p) if p > 0 else -math.inf, end=piece == ""))
+        return out
 
     def health(self) -> None:
         """Nothing behind it to ask."""

@@ -26,8 +26,8 @@ from ..grammar import Grammar, GrammarNotRegular
 from ..host._catalog import cache_dir
 from ..host._gguf import read_metadata
 from ..host._machine import cpu_flags
-from ._base import Capabilities, Generation
-from ._decode import FastForward, decode, penalised
+from ._base import Capabilities, Generation, TokenChoice
+from ._decode import FastForward, decode, penalised, top_choices
 from ._masks import Matcher, compile_grammar, new_matcher
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend", "converted_dir"]
@@ -357,7 +357,24 @@ class TransformersBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time."""
-        return Capabilities(n_ctx=self.n_ctx)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True)
+
+    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
+        """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``), from
+        the cached prefix of the last generation."""
+        torch, _ = _import()
+        ids = self.tokenize(prompt) + list(reply)
+        limit = getattr(self.model.config, "max_position_embeddings", None)
+        if limit and len(ids) >= limit:
+            raise ContextLengthExceeded(len(ids), limit)
+        with torch.inference_mode():
+            keep, past = self._take_prefix(ids)
+            result = self.model(input_ids=torch.tensor([ids[keep:]], device=self.device), **{self._cache_arg: past},
+                                **self._step_kwargs)
+            logits = result.logits[0, -1, : len(self.tokenizer)].double().cpu().numpy()
+        self._keep_prefix(ids, getattr(result, self._cache_arg))
+        return top_choices(logits, k, lambda t: str(self.tokenizer.decode([t], skip_special_tokens=True)),
+                           self._eog.__contains__)
 
     def health(self) -> None:
         """Nothing behind it to ask."""

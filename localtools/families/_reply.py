@@ -11,6 +11,7 @@ from typing import Any
 
 from .._errors import UsageError
 from ..grammar import (
+    MAX_PARALLEL_CALLS,
     Chars,
     Grammar,
     Lit,
@@ -226,10 +227,12 @@ def reply_format(
     stop: Sequence[str] = (),
     reasoning: str = "",
     answer_schema: Any = None,
+    calls: tuple[int, int] | None = None,
 ) -> ReplyFormat:
     """The format of a reply to ``tools`` (OpenAI-style specs) under ``tool_choice``; ``reasoning``
     (see ``reasoning_mode``) puts free reasoning before the answer the grammar constrains;
-    ``answer_schema`` makes the answer that is no call a JSON value under that schema."""
+    ``answer_schema`` makes the answer that is no call a JSON value under that schema; ``calls``
+    (least, most) bounds how many calls a reply with calls holds (default 1 to ``MAX_PARALLEL_CALLS``)."""
     if answer_schema is not None and not constrained:
         raise UsageError("a structured answer (answer_schema) is decoded under its grammar; it cannot be "
                          "asked for with constrained=False")
@@ -238,8 +241,9 @@ def reply_format(
     if reasoning and not family.reasoning_start:
         raise UsageError(f"family {family.name!r} has no reasoning tags")
     names = tuple(t["function"]["name"] for t in tools)
-    answer = build_grammar(family, list(tools), tool_choice, parallel_tool_calls, answer_schema=answer_schema) \
-        if constrained else None
+    least, most = calls or (1, MAX_PARALLEL_CALLS)
+    answer = build_grammar(family, list(tools), tool_choice, parallel_tool_calls, most, answer_schema=answer_schema,
+                           min_calls=least) if constrained else None
     grammar = answer
     if answer is not None and reasoning:
         opening = () if reasoning == "open" else (Lit(family.reasoning_start),)

@@ -72,11 +72,12 @@ def _tool_2020_12(tool: dict[str, Any]) -> dict[str, Any]:
 
 
 def build_grammar(family: Any, tools: list[dict[str, Any]], tool_choice: str = "auto", parallel_tool_calls: bool = True,
-                  max_parallel_calls: int = MAX_PARALLEL_CALLS, answer_schema: Any = None) -> Grammar:
+                  max_parallel_calls: int = MAX_PARALLEL_CALLS, answer_schema: Any = None, min_calls: int = 1) -> Grammar:
     """``_build.build_grammar`` with each tool's parameters and the answer's schema read as draft 2020-12."""
     return _build.build_grammar(family, [_tool_2020_12(t) for t in tools], tool_choice, parallel_tool_calls,
                                 max_parallel_calls,
-                                answer_schema=None if answer_schema is None else to_2020_12(answer_schema))
+                                answer_schema=None if answer_schema is None else to_2020_12(answer_schema),
+                                min_calls=min_calls)
 
 
 def admits(parameters: dict[str, Any], arguments: str, *, check: bool = True) -> bool:

@@ -37,14 +37,18 @@ def build_grammar(
     parallel_tool_calls: bool = True,
     max_parallel_calls: int = MAX_PARALLEL_CALLS,
     answer_schema: Any = None,
+    min_calls: int = 1,
 ) -> Grammar:
     """The grammar of a reply under ``tool_choice`` ("auto", "required", "none" or a tool name).
 
     ``tools`` are OpenAI-style specs. Under "auto" the reply is either plain text (which never
     contains the family's call marker) or calls; once a call starts, it is fully constrained.
     ``answer_schema`` (a JSON schema; structured output): the answer that is no call is a JSON
-    value under it, built as a call's arguments are.
+    value under it, built as a call's arguments are. ``min_calls``: a reply with calls holds at
+    least that many (more than one needs parallel calls).
     """
+    if not 1 <= min_calls <= max(max_parallel_calls, 1):
+        raise UsageError(f"min_calls must be from 1 to max_parallel_calls ({max_parallel_calls}), got {min_calls}")
     # Rules added under fixed names once the tools' rules exist: no tool's rule may take one.
     g = Grammar(reserved=frozenset({"root", "text", "calls", "call", "marked-call", "list-sep",
                                     *_family_grammar(family).rules}))
@@ -83,14 +87,17 @@ def build_grammar(
         per_tool.append(g.add(g.unique_name(f"call-{fn['name']}"), body))
     g.add("tool-call", alt(*per_tool))
     parallel = parallel_tool_calls and family.parallel and max_parallel_calls > 1
+    if min_calls > 1 and not parallel:
+        raise UsageError(f"min_calls={min_calls} needs parallel calls (parallel_tool_calls, and a family that writes "
+                         "them)")
     singles, lists = _forms(family, fam)
     for name in ("call-sep", "calls-open", "calls-close"):
         g.add(name, fam.rules[name])
-    more = Repeat(seq(Ref("call-sep"), Ref("call")), 0, max_parallel_calls - 1) if parallel else Lit("")
+    more = Repeat(seq(Ref("call-sep"), Ref("call")), min_calls - 1, max_parallel_calls - 1) if parallel else Lit("")
     items: Expr = Ref("tool-call")
     if lists and parallel:
         g.add("list-sep", _with_layout(fam.rules["list-sep"], ws_in, ws_sep))
-        items = seq(items, Repeat(seq(Ref("list-sep"), Ref("tool-call")), 0, max_parallel_calls - 1))
+        items = seq(items, Repeat(seq(Ref("list-sep"), Ref("tool-call")), min_calls - 1, max_parallel_calls - 1))
     if singles:
         g.add("call", alt(*(_with_layout(fam.rules[r], ws_in, ws_sep) for r in singles)))
     for r in lists:

@@ -21,15 +21,16 @@ from .._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ..backends._base import Backend, Generation, first_stop
+from ..backends._base import Backend, Generation, NextTokens, first_stop
 from ..families._choose import FamilyCheck, choose_family
 from ..families._families import Family
 from ..families._parse import ToolCall, call_key, first_disguise, not_json
 from ..families._prompt import Prompt, render, with_system
 from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
-from ..grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
+from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
+from ._decide import Decision, DecisionPoint, Decisions, decide, distinct
 from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone, answer_violations
 from ._turn import ChatResult
 
@@ -149,8 +150,12 @@ class Model:
     """
 
     def __init__(self, backend: Backend, *, family: str | Family | None = None, template: str | Path | None = None,
-                 strict_schema: bool = False, disguise_retry: DisguiseRetry = DisguiseRetry.BAR):
+                 strict_schema: bool = False, disguise_retry: DisguiseRetry = DisguiseRetry.BAR,
+                 decisions: Decisions | None = None):
         self.backend = backend
+        #: How ``chat`` decides where the grammar allows a choice, unless it is told (``Decisions``;
+        #: ``None``: the greedy token decides).
+        self.decisions = decisions
         #: How ``chat`` decodes a turn again whose text answer reads as a call, unless it is told.
         self.disguise_retry = disguise_retry
         #: Refuse a tool (``UnsupportedSchema``) whose schema holds a keyword neither the grammar
@@ -233,8 +238,10 @@ class Model:
         stop: Sequence[str] = (),
         reasoning: str = "",
         answer_schema: Mapping[str, Any] | None = None,
+        calls: tuple[int, int] | None = None,
     ) -> ReplyFormat:
-        """What a reply may be for this request: the grammar, the stop strings, how calls open."""
+        """What a reply may be for this request: the grammar, the stop strings, how calls open;
+        ``calls``: (least, most) calls in a reply with calls."""
         specs = _specs(tools)
         if self.strict_schema:
             for spec in specs:
@@ -242,7 +249,7 @@ class Model:
             if answer_schema is not None:
                 _refuse_unenforced({"function": {"name": ANSWER, "parameters": answer_schema}})
         return reply_format(self.family, specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
-                            reasoning=reasoning, answer_schema=answer_schema)
+                            reasoning=reasoning, answer_schema=answer_schema, calls=calls)
 
     def chat(
         self,
@@ -269,6 +276,7 @@ class Model:
         disguise_retry: DisguiseRetry | None = None,
         answer_schema: Mapping[str, Any] | None = None,
         repeat_calls: bool = False,
+        decisions: Decisions | None = None,
     ) -> ChatResult:
         """One assistant turn: render, generate (under the grammar unless ``constrained=False``), parse.
 
@@ -313,6 +321,11 @@ class Model:
         is not made again: it is checked like a schema (keyword ``repeat``), and the model is told
         to use the result it has, answer, or make another call (``repeat_calls=True`` allows it,
         for a tool one polls).
+
+        ``decisions`` (``None``: the model's ``decisions``) makes the choices the grammar leaves
+        open (call or text, another call or the end, a repeated call) on the model's probabilities
+        against calibrated thresholds instead of its greedy token; ``ChatResult.decisions`` says
+        what was decided and on what share.
         """
         if schema_retries < 0 or disguise_retries < 0:
             raise UsageError(f"schema_retries and disguise_retries must be 0 or more, got {schema_retries} and "
@@ -325,7 +338,7 @@ class Model:
             max_tokens=max_tokens, temperature=temperature, top_p=top_p, seed=seed, stop=stop,
             repeat_penalty=repeat_penalty, retry_repeat_penalties=retry_repeat_penalties, cancel=cancel,
             thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event,
-            answer_schema=answer_schema)
+            answer_schema=answer_schema, decisions=self.decisions if decisions is None else decisions)
         specs = _specs(tools)
         if not constrained:
             free = self._turn(messages, specs, **options)  # free output is the model's own, for comparing
@@ -416,6 +429,7 @@ class Model:
         check: Callable[[ToolCall], Sequence[Violation]] | None = None,
         bars: Sequence[str] = (),
         answer_schema: Mapping[str, Any] | None = None,
+        decisions: Decisions | None = None,
     ) -> ChatResult:
         """One generation of the turn (``chat`` without the repairs), top to bottom: render, then
         the thought when a reasoning budget gives it its own generation, the answer under the
@@ -455,9 +469,62 @@ class Model:
                 max_tokens -= first.generated
                 fmt = fmt.after_reasoning()
             # Otherwise an answer without thinking ran into the budget: it is generated again, whole.
-        gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens,
-                           penalties=[repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)])
-        return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run)
+        penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
+        source = self.backend if decisions is not None and decisions.active and constrained and \
+            self.backend.capabilities.next_tokens and isinstance(self.backend, NextTokens) else None
+        if source is None or decisions is None or fmt.reasoning:
+            # No distribution to read, or a thought inside this generation: the greedy token decides.
+            gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
+            return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
+                                decisions=decisions if constrained else None)
+
+        def variant(choice: str, calls: tuple[int, int] | None = None) -> ReplyFormat:
+            # The same request's format on one branch: the same bars, after the same thought.
+            f = self.reply_format(specs, choice, parallel_tool_calls, stop=stop, reasoning=mode,
+                                  answer_schema=answer_schema, calls=calls).barring(bars)
+            return f.after_reasoning() if thought else f
+
+        made: list[Decision] = []
+        if decisions.call is not None and fmt.tool_choice == "auto" and fmt.can_call:
+            call, text = variant("required"), variant("none")
+            made.append(decide(source, prompt, DecisionPoint.CALL, decisions.call, call.grammar, text.grammar, decisions))
+            fmt = call if made[-1].taken else text
+        gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
+        gen = self._more_calls(run, source, prompt, whole, gen, thought, made, variant, decisions,
+                               max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls)
+        return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
+                            decisions=decisions, made=made)
+
+    def _more_calls(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
+                    thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
+                    max_tokens: int, penalties: Sequence[float], parallel: bool) -> Generation:
+        """After a reply with calls: another call while the model's share for one reaches
+        ``decisions.more`` (the turn decoded again with one more call required; a continuation
+        that repeats one of its calls or runs out of tokens is not taken)."""
+        if decisions.more is None or not parallel or not self.family.parallel or not whole.can_call:
+            return gen
+        most = min(decisions.max_calls, MAX_PARALLEL_CALLS)
+        while gen.finish_reason == "stop" and not run.streamed:
+            calls = whole.parse(gen.text).tool_calls
+            n = len(calls)
+            if not 1 <= n < most:
+                break
+            exact, more = variant("required", (n, n)), variant("required", (n + 1, most))
+            if exact.grammar is None or not matches(exact.grammar, gen.text):
+                break  # text before the calls, or more than the grammar's count: not this decision
+            made.append(decide(source, prompt, DecisionPoint.MORE, decisions.more, more.grammar, exact.grammar,
+                               decisions, reply=gen.tokens, text=gen.text, calls=n))
+            if not made[-1].taken:
+                break
+            try:
+                longer = self._answer(run, prompt, more, thought, max_tokens=max_tokens, penalties=penalties[:1])
+            except GenerationTruncated:
+                break
+            keys = [call_key(c.name, c.arguments) for c in whole.parse(longer.text).tool_calls]
+            if len(keys) <= n or len(set(keys)) < len(keys):
+                break  # the model had no new call to make: the reply it had stands
+            gen = longer
+        return gen
 
     def _answer(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, thought: str, *, max_tokens: int,
                 penalties: Sequence[float]) -> Generation:
@@ -514,13 +581,17 @@ class Model:
             thread.join()
 
     def _result(self, raw: str, fmt: ReplyFormat, gen: Generation, stop: Sequence[str], *, constrained: bool,
-                run: _Decoding) -> ChatResult:
+                run: _Decoding, decisions: Decisions | None = None, made: Sequence[Decision] = ()) -> ChatResult:
         """The turn from its whole reply ``raw``, whose last generation is ``gen``; when a reasoning
-        budget's thought came before it, the prompt was read there."""
+        budget's thought came before it, the prompt was read there. ``decisions.distinct`` leaves
+        out a call's repeats; ``made``: the turn's decisions so far."""
         first = run.first if run.first is not gen else None
         latency = time.perf_counter() - run.started
         parsed = fmt.parse(raw)
         parsed_content, calls = parsed.content, parsed.tool_calls
+        if decisions is not None and decisions.distinct and len(calls) > 1:
+            kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
+            calls, made = [calls[i] for i in kept], [*made, *dropped]
         finish = "tool_calls" if calls else gen.finish_reason
         # A stop string of the request ended the answer: the backend cut it there, or it is in
         # the text the family's grammar wrote (a stop string never cuts a call).
@@ -542,6 +613,7 @@ class Model:
             attempts=run.attempts,
             reasoning=parsed.reasoning,
             stop_sequence=stopped_by,
+            decisions=tuple(made),
         )
         return result if run.live is None else run.live.finish(result)
 

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..families._parse import ToolCall
+from ._decide import Decision
 
 __all__ = ["ChatResult"]
 
@@ -38,6 +39,8 @@ class ChatResult:
     reasoning: str = ""
     #: Which of the request's stop strings ended the text answer (``None``: none did).
     stop_sequence: str | None = None
+    #: The decisions made on the model's probabilities this turn (``Decisions``), in order.
+    decisions: tuple[Decision, ...] = ()
 
     def message(self) -> dict[str, Any]:
         """The OpenAI-shaped assistant message for the history (``reasoning_content`` as llama.cpp

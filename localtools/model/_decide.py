@@ -1,0 +1,154 @@
+"""Decisions from the model's own distribution where the grammar allows a choice.
+
+Greedy decoding settles "call or answer in text" and "another call or the end of the turn" by
+one token, the most probable one the grammar allows. Here the choice is made on probability
+mass instead: the model's next-token distribution (``NextTokens``) is split between the
+branches the grammar allows, each token counted for the branch its text can still lead to (a
+token that fits several, a newline before either another call or the end, is followed one
+token further), and the branch is taken when its share passes a threshold calibrated on data
+(``localtools calibrate``). The turn is then decoded under the chosen branch's grammar.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any
+
+from .._errors import UsageError
+from .._types import Prompt
+from ..backends._base import NextTokens
+from ..grammar import Grammar, matches
+
+__all__ = ["Decision", "DecisionPoint", "Decisions", "branch_shares", "grammar_branch"]
+
+
+class DecisionPoint(StrEnum):
+    """Where a decision was made."""
+
+    #: Under tool_choice "auto": call a tool, or answer in text.
+    CALL = "call"
+    #: After a reply's calls: another call, or the end of the turn.
+    MORE = "more"
+    #: A repeated call in one reply (same name and arguments) left out.
+    DISTINCT = "distinct"
+
+
+@dataclass(frozen=True)
+class Decisions:
+    """How ``Model.chat`` decides where the grammar allows a choice.
+
+    ``call``: under tool_choice "auto", the share of the model's probability (call against text)
+    at which it calls; ``None`` leaves it to the greedy token. ``more``: after each call, the share
+    (another call against the end of the turn) at which it writes another, up to
+    ``max_calls``; ``None``: greedy. ``distinct``: a reply's repeat of one of its own calls (same
+    name and arguments) is left out. ``k`` tokens of the distribution are read at each step, a
+    token that fits both branches followed up to ``depth`` tokens deep. Backends that cannot give
+    their distribution (``Capabilities.next_tokens``) decide greedily, and say so in the result.
+    """
+
+    call: float | None = None
+    more: float | None = None
+    distinct: bool = False
+    max_calls: int = 5
+    k: int = 20
+    depth: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("call", "more"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 1.0:
+                raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
+        if self.max_calls < 1 or self.k < 1 or self.depth < 1:
+            raise UsageError(f"Decisions needs max_calls, k and depth of at least 1, got {self.max_calls}, {self.k}, "
+                             f"{self.depth}")
+
+    @property
+    def active(self) -> bool:
+        return self.call is not None or self.more is not None or self.distinct
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
+        """From a calibration file's ``decisions`` object (unknown keys are refused)."""
+        known = set(cls.__dataclass_fields__)
+        if unknown := sorted(set(data) - known):
+            raise UsageError(f"unknown decision setting {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+        return cls(**dict(data))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One decision of a turn, for the trace and the bench."""
+
+    point: DecisionPoint
+    #: The model's share for the first branch (call; another call); ``None`` when it could not be read.
+    share: float | None
+    threshold: float | None
+    #: Whether the first branch was taken (it called; it wrote another call; the repeat was left out).
+    taken: bool
+    #: Calls in the reply when it was made (``MORE``), or the repeated call's position (``DISTINCT``).
+    calls: int = 0
+
+
+#: Whether a branch can still follow: (the reply's text with the token, whether the token ends the reply).
+Branch = Callable[[str, bool], bool]
+
+
+def grammar_branch(grammar: Grammar | None) -> Branch:
+    """A branch that holds while the text is a prefix of ``grammar``'s language (whole, at an end)."""
+
+    def fits(text: str, ended: bool) -> bool:
+        return grammar is not None and matches(grammar, text, prefix=not ended)
+
+    return fits
+
+
+def branch_shares(source: NextTokens, prompt: Prompt, reply: Sequence[int], text: str, branches: Mapping[str, Branch],
+                  *, k: int, depth: int, floor: float = 0.01) -> dict[str, float]:
+    """The probability mass of each branch after ``prompt`` + ``reply`` (whose text is ``text``),
+    normalised over the mass that fits some branch. A token that fits several branches is followed
+    one token further (to ``depth``) when it carries at least ``floor``; mass no branch takes
+    (tokens the grammar refuses, the tail past the top ``k``) is left out. Empty when no mass fits."""
+    mass = dict.fromkeys(branches, 0.0)
+
+    def walk(ids: list[int], so_far: str, weight: float, level: int) -> None:
+        for choice in source.next_tokens(prompt, ids, k=k):
+            p = weight * math.exp(choice.logprob)
+            after = so_far if choice.end else so_far + choice.text
+            fits = [name for name, branch in branches.items() if branch(after, choice.end)]
+            if len(fits) == 1:
+                mass[fits[0]] += p
+            elif fits and not choice.end and level < depth and p >= floor:
+                walk([*ids, choice.token], after, p, level + 1)
+
+    walk(list(reply), text, 1.0, 1)
+    total = sum(mass.values())
+    return {name: m / total for name, m in mass.items()} if total > 0 else {}
+
+
+def decide(source: NextTokens, prompt: Prompt, point: DecisionPoint, threshold: float, first: Grammar | None,
+           second: Grammar | None, decisions: Decisions, *, reply: Sequence[int] = (), text: str = "",
+           calls: int = 0) -> Decision:
+    """Whether to take the ``first`` branch (its grammar) over the ``second`` after ``prompt`` and
+    ``reply``: when its share of the model's probability reaches ``threshold``. When no mass fits
+    either branch, the share is ``None`` and the first branch is not taken."""
+    shares = branch_shares(source, prompt, reply, text, {"first": grammar_branch(first), "second": grammar_branch(second)},
+                           k=decisions.k, depth=decisions.depth)
+    share = shares.get("first")
+    return Decision(point, share, threshold, share is not None and share >= threshold, calls)
+
+
+def distinct(keys: Sequence[str]) -> tuple[list[int], list[Decision]]:
+    """Of a reply's calls (by ``call_key``), the positions kept (each call's first occurrence) and
+    a decision for each repeat left out."""
+    seen: set[str] = set()
+    kept, dropped = [], []
+    for index, key in enumerate(keys):
+        if key in seen:
+            dropped.append(Decision(DecisionPoint.DISTINCT, None, None, True, index))
+        else:
+            seen.add(key)
+            kept.append(index)
+    return kept, dropped

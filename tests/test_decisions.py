@@ -1,0 +1,206 @@
+"""Decisions on the model's own probabilities where the grammar allows a choice: call or text,
+another call or the end, a repeated call left out (``Decisions``)."""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any
+
+import pytest
+from conftest import tc
+
+from localtools import Model, ScriptedBackend, tool
+from localtools._errors import UsageError
+from localtools.backends._base import NextTokens
+from localtools.examples import get_customer
+from localtools.grammar import build_grammar, matches
+from localtools.model._decide import DecisionPoint, Decisions, branch_shares, grammar_branch
+
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+ASK = [{"role": "user", "content": "Weather in Paris and in London?"}]
+PARIS, LONDON = tc("get_weather", city="Paris"), tc("get_weather", city="London")
+
+
+def test_the_call_decision_follows_the_share_against_the_threshold() -> None:
+    rng = random.Random(7)
+    for _ in range(12):
+        share, threshold = round(rng.uniform(0.02, 0.98), 3), round(rng.uniform(0.05, 0.95), 2)
+        # The call's mass is split over two openings (the tag and a fence), the text's over words.
+        choices = {"": {"<tool_call>": share * 0.7, "```json\n": share * 0.3, "The": (1 - share) * 0.6,
+                        "It": (1 - share) * 0.4}}
+        calls = share >= threshold
+        backend = ScriptedBackend([PARIS if calls else "The weather is fine."], choices=choices)
+        result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(call=threshold))
+        (decision,) = result.decisions
+        assert decision.point is DecisionPoint.CALL and decision.share == pytest.approx(share)
+        assert decision.taken is calls and bool(result.tool_calls) is calls
+        # The turn was decoded under the chosen branch alone.
+        grammar = backend.grammars[-1]
+        assert grammar is not None
+        assert matches(grammar, PARIS) is calls and matches(grammar, "The weather is fine.") is not calls
+
+
+def test_mass_the_grammar_refuses_counts_for_neither_branch() -> None:
+    # A reply opens with no space, as a call or as text: that mass is left out of the shares.
+    choices = {"": {"<tool_call>": 0.2, "Sure": 0.2, " ": 0.6}}
+    result = Model(ScriptedBackend([PARIS], choices=choices), family="qwen2.5").chat(
+        ASK, [get_weather], decisions=Decisions(call=0.5))
+    assert result.decisions[0].share == pytest.approx(0.5) and result.tool_calls
+
+
+def test_no_readable_mass_is_no_call_and_says_so() -> None:
+    result = Model(ScriptedBackend(["Hello."], choices={}), family="qwen2.5").chat(
+        ASK, [get_weather], decisions=Decisions(call=0.1))
+    assert result.decisions[0].share is None and not result.decisions[0].taken and result.content == "Hello."
+
+
+def test_another_call_follows_a_token_that_fits_both_branches() -> None:
+    # After the first call a newline may close the calls or separate another: it is followed one
+    # token further (another tag, or the end).
+    choices = {PARIS: {"\n": 0.6, "": 0.4}, PARIS + "\n": {"<tool_call>": 0.5, "": 0.5},
+               PARIS + "\n" + LONDON: {"": 1.0}}
+    backend = ScriptedBackend([PARIS, PARIS + "\n" + LONDON], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(more=0.25))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    first, second = result.decisions
+    assert first.point is DecisionPoint.MORE and first.calls == 1 and first.share == pytest.approx(0.3) and first.taken
+    assert second.calls == 2 and second.share == 0 and not second.taken
+    # The second generation had to write two calls.
+    grammar = backend.grammars[1]
+    assert grammar is not None and not matches(grammar, PARIS) and matches(grammar, PARIS + "\n" + LONDON)
+    assert result.attempts == 2
+
+
+def test_below_the_threshold_the_turn_ends_after_its_call() -> None:
+    choices = {PARIS: {"": 0.9, "\n": 0.1}, PARIS + "\n": {"<tool_call>": 1.0}}
+    backend = ScriptedBackend([PARIS], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(more=0.25))
+    assert len(result.tool_calls) == 1 and result.decisions[0].share == pytest.approx(0.1)
+    assert result.attempts == 1
+
+
+def test_a_continuation_that_repeats_a_call_is_not_taken() -> None:
+    choices = {PARIS: {"\n": 1.0}, PARIS + "\n": {"<tool_call>": 1.0}}
+    backend = ScriptedBackend([PARIS, PARIS + "\n" + PARIS], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(more=0.5))
+    assert [c.arguments for c in result.tool_calls] == [{"city": "Paris"}] and result.decisions[0].taken
+
+
+def test_distinct_leaves_out_a_repeated_call_and_says_which() -> None:
+    reply = "\n".join([PARIS, LONDON, PARIS])
+    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ASK, [get_weather],
+                                                                   decisions=Decisions(distinct=True))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    assert [(d.point, d.calls) for d in result.decisions] == [(DecisionPoint.DISTINCT, 2)]
+    # Without the option the reply is read as written.
+    again = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ASK, [get_weather])
+    assert len(again.tool_calls) == 3 and again.decisions == ()
+
+
+def test_a_backend_without_its_distribution_decides_greedily() -> None:
+    backend = ScriptedBackend([PARIS])
+    assert not backend.capabilities.next_tokens
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(call=0.9, more=0.1))
+    assert result.tool_calls and result.decisions == ()
+
+
+def test_the_model_default_applies_and_a_request_overrides_it() -> None:
+    choices = {"": {"<tool_call>": 0.4, "The": 0.6}}
+    model = Model(ScriptedBackend([PARIS, "Fine."], choices=choices), family="qwen2.5",
+                  decisions=Decisions(call=0.3))
+    assert model.chat(ASK, [get_weather]).tool_calls
+    assert not model.chat(ASK, [get_weather], decisions=Decisions(call=0.5)).tool_calls
+
+
+@pytest.mark.parametrize("bad", [dict(call=1.5), dict(more=-0.1), dict(max_calls=0), dict(k=0)])
+def test_bad_settings_are_refused(bad: dict[str, Any]) -> None:
+    with pytest.raises(UsageError):
+        Decisions(**bad)
+
+
+def test_settings_from_a_file_refuse_unknown_keys() -> None:
+    assert Decisions.from_dict({"call": 0.4, "more": 0.2}) == Decisions(call=0.4, more=0.2)
+    with pytest.raises(UsageError, match="thresh"):
+        Decisions.from_dict({"thresh": 0.4})
+
+
+def test_min_calls_makes_the_grammar_require_that_many() -> None:
+    from localtools.families._families import get_family
+
+    family = get_family("qwen2.5")
+    spec = [get_weather.spec(), get_customer.spec()]
+    two = build_grammar(family, spec, "required", min_calls=2)
+    assert not matches(two, PARIS) and matches(two, PARIS + "\n" + LONDON)
+    with pytest.raises(UsageError, match="parallel"):
+        build_grammar(family, spec, "required", parallel_tool_calls=False, min_calls=2)
+    with pytest.raises(UsageError, match="min_calls"):
+        build_grammar(family, spec, "required", max_parallel_calls=3, min_calls=4)
+
+
+def test_branch_shares_normalise_over_the_fitting_mass() -> None:
+    class Table:
+        def next_tokens(self, prompt: Any, reply: Any = (), *, k: int = 20) -> list[Any]:
+            from localtools.backends._base import TokenChoice
+            return [TokenChoice(1, "a", math.log(0.3)), TokenChoice(2, "b", math.log(0.1)),
+                    TokenChoice(3, "z", math.log(0.6))]
+
+    assert isinstance(Table(), NextTokens)
+    from localtools.grammar import Grammar, Lit, alt
+    branches = {"a": grammar_branch(Grammar({"root": alt(Lit("a1"), Lit("a2"))})),
+                "b": grammar_branch(Grammar({"root": Lit("b")}))}
+    shares = branch_shares(Table(), None, [], "", branches, k=3, depth=1)  # type: ignore[arg-type]
+    assert shares == pytest.approx({"a": 0.75, "b": 0.25})
+
+
+def test_real_distribution_agrees_with_greedy_decoding(qwen: Model) -> None:
+    """On real weights: the top choice is the token greedy decoding writes first, the shares are
+    probabilities, and a threshold of 0 calls while 1 answers in text (unless every bit of mass
+    is a call's)."""
+    backend = qwen.backend
+    assert backend.capabilities.next_tokens and isinstance(backend, NextTokens)
+    prompt = qwen.render(ASK, [get_weather])
+    top = backend.next_tokens(prompt, k=5)
+    assert [t.logprob for t in top] == sorted((t.logprob for t in top), reverse=True)
+    assert 0 < sum(math.exp(t.logprob) for t in top) <= 1 + 1e-6
+    free = backend.generate(prompt, max_tokens=1)
+    assert free.tokens[:1] == [top[0].token] or free.tokens == []
+    hello = [{"role": "user", "content": "Hi! How are you today?"}]
+    calls = qwen.chat(hello, [get_weather], decisions=Decisions(call=0.0), max_tokens=64)
+    assert calls.tool_calls and calls.decisions[0].taken
+    share = calls.decisions[0].share
+    assert share is not None and 0 <= share < 0.5  # a greeting is no call
+    words = qwen.chat(hello, [get_weather], decisions=Decisions(call=0.5), max_tokens=16)
+    # A reused prompt cache moves the logits a little.
+    assert not words.tool_calls and words.content and words.decisions[0].share == pytest.approx(share, rel=0.2)
+
+
+@pytest.mark.model
+def test_both_in_process_backends_read_the_same_distribution() -> None:
+    """SmolLM2 on llama.cpp and on transformers (same weights): the same best tokens, close
+    probabilities, and each one's top choice is what its own greedy decoding writes."""
+    from conftest import load_once
+
+    prompt: Any = None
+    tops = []
+    for backend_name in ("llama-cpp", "transformers"):
+        model = load_once("smollm2-135m", backend_name)
+        prompt = model.render(ASK, [get_weather])
+        backend: Any = model.backend
+        top = backend.next_tokens(prompt, k=3)
+        first = backend.generate(prompt, max_tokens=1).tokens
+        assert first == [top[0].token]
+        # After a reply's tokens too (the cache holds the prompt and what was generated).
+        after = backend.next_tokens(prompt, first, k=1)
+        assert after[0].token == backend.generate(prompt, max_tokens=2).tokens[1]
+        tops.append(top)
+    (cpp, hf) = tops
+    # The GGUF's quantized weights against their dequantized conversion: near, not equal.
+    assert cpp[0].text == hf[0].text and {t.text for t in cpp} & {t.text for t in hf[1:]}
+    assert math.exp(cpp[0].logprob) == pytest.approx(math.exp(hf[0].logprob), abs=0.1)
