@@ -76,7 +76,8 @@ def load_once(name: str, backend: str = "llama-cpp", **options: Any) -> localtoo
     ``test_each_backend_generates_in_a_child_process`` reports as a failure.
     """
     require_backend(backend)
-    options = {**_options(backend), **options}
+    # Greedy unless a test asks: thresholds `localtools calibrate` wrote on this machine stay out.
+    options = {**_options(backend), "decisions": localtools.Decisions(), **options}
     key = (name, backend, json.dumps(options, sort_keys=True, default=str))
     if key not in _loaded:
         _loaded[key] = _LOAD(name, backend=backend, **options)

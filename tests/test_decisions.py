@@ -204,3 +204,88 @@ def test_both_in_process_backends_read_the_same_distribution() -> None:
     # The GGUF's quantized weights against their dequantized conversion: near, not equal.
     assert cpp[0].text == hf[0].text and {t.text for t in cpp} & {t.text for t in hf[1:]}
     assert math.exp(cpp[0].logprob) == pytest.approx(math.exp(hf[0].logprob), abs=0.1)
+
+
+@tool
+def find_books(genre: str, author: str | None = None, max_results: int = 10, in_stock: bool = False) -> str:
+    """Books of a genre."""
+    return genre
+
+
+def test_ground_leaves_out_optional_arguments_the_conversation_never_mentions() -> None:
+    reply = tc("find_books", genre="Fantasy", author="Tolkien", max_results=5, in_stock=True)
+    ask = [{"role": "user", "content": "Any FANTASY books by   tolkien?"}]
+    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books], decisions=Decisions(ground=True))
+    # The required genre stays whatever it is; the author is in the question (case and spacing
+    # aside); 5 and the boolean are not, and neither is their default.
+    assert result.tool_calls[0].arguments == {"genre": "Fantasy", "author": "Tolkien"}
+    assert [(d.point, d.argument) for d in result.decisions] == [
+        (DecisionPoint.GROUND, "find_books.max_results"), (DecisionPoint.GROUND, "find_books.in_stock")]
+
+
+@pytest.mark.parametrize(("value", "said", "kept"), [
+    (5, "show me 5 of them", True), (5.0, "show me 5 of them", True), (2.5, "about 2.5 km", True),
+    (7, "show me 5 of them", False), (10, "", True),  # 10 is the default
+    ("New York", "weather in new  york?", True), ("Boston", "weather in new york?", False),
+    (["a", "b"], "a and b", True), (["a", "c"], "a and b", False), (False, "", True), (True, "in stock", False),
+])
+def test_what_grounds_a_value(value: Any, said: str, kept: bool) -> None:
+    from localtools.model._decide import conversation_text, grounded
+
+    schema = {"default": 10} if isinstance(value, int) and not isinstance(value, bool) else \
+        {"default": False} if isinstance(value, bool) else {}
+    assert grounded(value, conversation_text([{"role": "user", "content": said}]), schema) is kept
+
+
+def test_the_models_own_words_ground_nothing() -> None:
+    from localtools.model._decide import conversation_text
+
+    said = conversation_text([{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Tolkien"},
+                              {"role": "tool", "tool_call_id": "1", "content": "Tolkien wrote it"}])
+    assert said == "hi\ntolkien wrote it".replace("\n", " ")
+
+
+def test_calibration_replays_thresholds_and_picks_the_best_pair() -> None:
+    from localtools.bench._bfcl import Case
+    from localtools.bench._calibrate import Probe, choose, replay
+
+    weather = {"type": "function", "function": {"name": "w", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    one, two = [("w", {"city": "Paris"})], [("w", {"city": "Paris"}), ("w", {"city": "London"})]
+    cases = [Case("p1", "parallel", [], [weather], [{"w": {"city": ["Paris"]}}, {"w": {"city": ["London"]}}]),
+             Case("s1", "simple_python", [], [weather], [{"w": {"city": ["Paris"]}}]),
+             Case("i1", "irrelevance", [], [weather], [])]
+    probes = [Probe("p1", "parallel", 0.9, [(0.3, one), (0.01, two)], two),
+              Probe("s1", "simple_python", 0.7, [(0.1, one)], two),
+              Probe("i1", "irrelevance", 0.4, [(0.5, one)], two)]
+    assert replay(probes[0], 0.5, 0.2) == two and replay(probes[0], 0.5, 0.4) == one
+    assert replay(probes[2], 0.5, 0.2) == [] and replay(probes[2], 0.3, 0.6) == one and replay(probes[2], 0.3, 0.2) == two
+    decisions, rows = choose(probes, cases)
+    # Calls from 0.4 up to 0.7 keep the simple case and drop the irrelevant one; another call
+    # between 0.1 and 0.3 gives the parallel case its second call without giving the simple one one.
+    assert decisions.call is not None and 0.4 < decisions.call <= 0.7
+    assert decisions.more is not None and 0.1 < decisions.more <= 0.3
+    assert max(r["mean"] for r in rows) == 1.0
+
+
+def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
+    import argparse
+
+    from localtools.bench import Mode
+    from localtools.cli._bench import _lever_modes
+
+    class Loaded:
+        decisions: Decisions | None = None
+
+    modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
+    args = argparse.Namespace(call_threshold=None, more_threshold=None)
+    with pytest.raises(UsageError, match="calibrate"):
+        _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    loaded = Loaded()
+    loaded.decisions = Decisions(call=0.3, more=0.2)
+    args.more_threshold = 0.4
+    out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
+    assert out[0] is modes[0] and [m.lever for m in out[1:]] == [
+        "greedy", "call>=0.3", "more>=0.4", "distinct", "ground", "all"]
+    assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
+    assert len({m.label for m in out}) == len(out)

@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from .._errors import LocalToolsError, MissingDependency, UsageError
 from ..families._parse import decode_arguments
+from ..model._decide import Decisions
 from ..model._model import Model
 
 __all__ = ["LlamaCppPythonPeer", "ModelPeer", "NativePeer", "OpenAIPeer", "Peer", "PeerError", "PeerReply",
@@ -141,8 +142,9 @@ class ModelPeer:
 
     tool_choices: tuple[str, ...] = ("auto", "required", "none")
 
-    def __init__(self, model: Model, *, constrained: bool, name: str | None = None) -> None:
-        self._model, self.constrained = model, constrained
+    def __init__(self, model: Model, *, constrained: bool, name: str | None = None,
+                 decisions: Decisions | None = None) -> None:
+        self._model, self.constrained, self.decisions = model, constrained, decisions
         self.name = name or model.backend.name
         self.model = model.name
 
@@ -155,7 +157,7 @@ class ModelPeer:
         start = time.perf_counter()
         try:
             reply = self._model.chat(messages, tools, tool_choice=tool_choice, constrained=self.constrained,
-                                     max_tokens=max_tokens)
+                                     max_tokens=max_tokens, decisions=self.decisions)
         except (ToolCallParseError, GenerationTruncated) as exc:
             refused = isinstance(exc, SchemaViolation)
             return PeerReply({"role": "assistant", "content": exc.raw}, time.perf_counter() - start,

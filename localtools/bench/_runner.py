@@ -17,6 +17,7 @@ import jsonschema
 
 from .._errors import UsageError
 from ..families._parse import disguised_calls
+from ..model._decide import Decisions
 from ..model._model import Model
 from ._bfcl import Case
 from ._checker import check_calls
@@ -35,13 +36,17 @@ class Mode:
     constrained: bool
     tool_choice: str = "auto"
     peer: bool = False
+    #: How it decides where the grammar leaves a choice (``None``: the model's own setting), and
+    #: the name the label shows for it (``--levers``).
+    decisions: Decisions | None = None
+    lever: str = ""
 
     @property
     def label(self) -> str:
         if self.peer:
             return f"{self.model} {self.backend} {self.tool_choice}"
         decoding = "constrained" if self.constrained else "free"
-        return f"{self.model} {self.backend} {decoding} {self.tool_choice}"
+        return f"{self.model} {self.backend} {decoding} {self.tool_choice}" + (f" {self.lever}" if self.lever else "")
 
 
 @dataclass
@@ -96,7 +101,8 @@ def _score(result: CaseResult, case: Case, problem: str, text: str) -> CaseResul
 def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> CaseResult:
     """One case on one mode. Our own modes are asked as peers too (``ModelPeer``): every mode is
     scored on the message a client would get back."""
-    peer = ModelPeer(model, constrained=mode.constrained) if isinstance(model, Model) else model
+    peer = ModelPeer(model, constrained=mode.constrained, decisions=mode.decisions) if isinstance(model, Model) \
+        else model
     result = CaseResult(mode=mode.label, category=case.category, case_id=case.id, correct=False, valid=False)
     reply = peer.chat(case.messages, case.tools, tool_choice=mode.tool_choice, max_tokens=max_tokens)
     result.latency, result.prompt_tokens, result.completion_tokens = reply.latency, reply.prompt_tokens, reply.completion_tokens

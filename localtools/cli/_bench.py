@@ -58,6 +58,13 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--disguise-retry", choices=["bar", "required"],
                    help="when a text answer under auto reads as a call, decode again with that opening barred "
                    "(bar, default: the model may still answer in words) or as a call (required)")
+    bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
+                       "cases: greedy, call (call or text on the calibrated share), more (another call on its "
+                       "share), distinct (a reply's repeated call left out), ground (optional arguments the "
+                       "conversation never mentions left out) and all of them; thresholds from "
+                       "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
+    bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
+    bench.add_argument("--more-threshold", type=float, metavar="P", help="with --levers: the another-call threshold")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
                        "(needs matplotlib)")
@@ -181,6 +188,30 @@ def _bench_pooled(args: argparse.Namespace) -> int:
     return 0
 
 
+def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
+    """Each constrained mode once per lever: greedy, each decision alone, all together."""
+    from dataclasses import replace
+
+    from ..model._decide import Decisions
+
+    out = []
+    for mode in modes:
+        if not mode.constrained:
+            out.append(mode)
+            continue
+        own = models[mode.model, mode.backend].decisions or Decisions()
+        call = args.call_threshold if args.call_threshold is not None else own.call
+        more = args.more_threshold if args.more_threshold is not None else own.more
+        if call is None or more is None:
+            raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
+                             "pass --call-threshold and --more-threshold")
+        levers = {"greedy": Decisions(), f"call>={call:g}": Decisions(call=call), f"more>={more:g}": Decisions(more=more),
+                  "distinct": Decisions(distinct=True), "ground": Decisions(ground=True),
+                  "all": Decisions(call=call, more=more, distinct=True, ground=True)}
+        out += [replace(mode, decisions=d, lever=name) for name, d in levers.items()]
+    return out
+
+
 def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
@@ -192,6 +223,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--route-k applies to --pooled")
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
+    if (args.call_threshold is not None or args.more_threshold is not None) and not args.levers:
+        raise UsageError("--call-threshold and --more-threshold apply to --levers")
     if args.plot:
         from ..bench._plot import plot_summary, pyplot
 
@@ -209,6 +242,8 @@ def main(args: argparse.Namespace) -> int:
         for choice in choices for decoding in (args.mode or ["free", "constrained"])]
     models: dict[tuple[str, str], Any] = {} if args.peers_only else _bench_models(args, names, backends)
     peers, peer_modes = _bench_peers(args, names, choices)
+    if args.levers:
+        modes = _lever_modes(args, modes, models)
     models.update(peers)
     modes += peer_modes
     with _common.steps("bench", len(cases) * len(modes)) as step:

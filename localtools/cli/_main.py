@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from .._errors import LocalToolsError
-from . import _bench, _doctor, _engines, _models, _render, _run, _schema, _serve, _templates
+from . import _bench, _calibrate, _doctor, _engines, _models, _render, _run, _schema, _serve, _templates
 
 EPILOG = """examples:
   localtools run "What is 17 * 23 + 4?" --tools localtools.examples:ALL
@@ -18,13 +18,14 @@ EPILOG = """examples:
   localtools bench --bfcl --category simple_python --category irrelevance --sample 20 --json bench.json
   localtools bench --sample 40 --peer llama-cpp-python --peer openai:http://127.0.0.1:8080/v1 --plot bench.png
   localtools bench --bfcl --pooled --route-k 5 --sample 20   # all BFCL 'multiple' tools in one pool vs routed to 5
+  localtools calibrate qwen2.5-coder-0.5b --sample 20   # thresholds for call-or-text and another call
   localtools engines start llama-server --model qwen2.5-coder-0.5b --parallel 4 --port 8080
   localtools serve --backend llama-server --engine-url http://127.0.0.1:8080 --model qwen2.5-coder-0.5b
 """
 
 #: Each command's module, in the order ``--help`` lists them.
 _COMMANDS = {"run": _run, "render": _render, "templates": _templates, "schema": _schema, "bench": _bench,
-             "serve": _serve, "doctor": _doctor, "engines": _engines, "models": _models}
+             "calibrate": _calibrate, "serve": _serve, "doctor": _doctor, "engines": _engines, "models": _models}
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,8 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["Decision", "DecisionPoint", "Decisions", "branch_shares", "grammar_branch"]
+__all__ = ["Decision", "DecisionPoint", "Decisions", "branch_shares", "conversation_text", "grammar_branch", "grounded",
+           "ungrounded"]
 
 
 class DecisionPoint(StrEnum):
@@ -34,6 +35,8 @@ class DecisionPoint(StrEnum):
     MORE = "more"
     #: A repeated call in one reply (same name and arguments) left out.
     DISTINCT = "distinct"
+    #: An optional argument whose value the conversation never mentions, left out.
+    GROUND = "ground"
 
 
 @dataclass(frozen=True)
@@ -44,7 +47,9 @@ class Decisions:
     at which it calls; ``None`` leaves it to the greedy token. ``more``: after each call, the share
     (another call against the end of the turn) at which it writes another, up to
     ``max_calls``; ``None``: greedy. ``distinct``: a reply's repeat of one of its own calls (same
-    name and arguments) is left out. ``k`` tokens of the distribution are read at each step, a
+    name and arguments) is left out. ``ground``: an optional argument is kept only when its value
+    is grounded: written in the conversation (the user's words, a tool's result), or the schema's
+    default; required arguments are never left out. ``k`` tokens of the distribution are read at each step, a
     token that fits both branches followed up to ``depth`` tokens deep. Backends that cannot give
     their distribution (``Capabilities.next_tokens``) decide greedily, and say so in the result.
     """
@@ -52,6 +57,7 @@ class Decisions:
     call: float | None = None
     more: float | None = None
     distinct: bool = False
+    ground: bool = False
     max_calls: int = 5
     k: int = 20
     depth: int = 3
@@ -67,7 +73,7 @@ class Decisions:
 
     @property
     def active(self) -> bool:
-        return self.call is not None or self.more is not None or self.distinct
+        return self.call is not None or self.more is not None or self.distinct or self.ground
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
@@ -90,6 +96,10 @@ class Decision:
     taken: bool
     #: Calls in the reply when it was made (``MORE``), or the repeated call's position (``DISTINCT``).
     calls: int = 0
+    #: The reply's text when it was made (``MORE``): the reply the turn ends with if it is not taken.
+    reply: str = ""
+    #: The argument left out (``GROUND``): ``tool.argument``.
+    argument: str = ""
 
 
 #: Whether a branch can still follow: (the reply's text with the token, whether the token ends the reply).
@@ -137,7 +147,7 @@ def decide(source: NextTokens, prompt: Prompt, point: DecisionPoint, threshold: 
     shares = branch_shares(source, prompt, reply, text, {"first": grammar_branch(first), "second": grammar_branch(second)},
                            k=decisions.k, depth=decisions.depth)
     share = shares.get("first")
-    return Decision(point, share, threshold, share is not None and share >= threshold, calls)
+    return Decision(point, share, threshold, share is not None and share >= threshold, calls, text)
 
 
 def distinct(keys: Sequence[str]) -> tuple[list[int], list[Decision]]:
@@ -152,3 +162,53 @@ def distinct(keys: Sequence[str]) -> tuple[list[int], list[Decision]]:
             seen.add(key)
             kept.append(index)
     return kept, dropped
+
+
+def _plain(text: str) -> str:
+    return " ".join(text.lower().split())
+
+
+def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
+    """Whether an argument's ``value`` is grounded: the schema's default, or written in
+    ``conversation`` (``_plain`` text; strings case- and spacing-blind, numbers as written, every
+    item of a list or object). A boolean has no words of its own: only its default grounds it."""
+    if isinstance(schema, Mapping) and "default" in schema and schema["default"] == value:
+        return True
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, str):
+        return bool(value.strip()) and _plain(value) in conversation
+    if isinstance(value, int | float):
+        forms = {repr(value), f"{value:g}"} | ({str(int(value))} if float(value).is_integer() else set())
+        return any(form in conversation for form in forms)
+    items = schema.get("items", {}) if isinstance(schema, Mapping) else {}
+    if isinstance(value, list):
+        return bool(value) and all(grounded(v, conversation, items if isinstance(items, Mapping) else {}) for v in value)
+    if isinstance(value, dict):
+        props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+        return bool(value) and all(grounded(v, conversation, props.get(k, {})) for k, v in value.items())
+    return False
+
+
+def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:
+    """The optional arguments of a call to ``name`` that are not ``grounded``, in order."""
+    required = set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
+    props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+    return [key for key, value in arguments.items()
+            if key not in required and not grounded(value, conversation, props.get(key, {}) if isinstance(props, Mapping)
+                                                    else {})]
+
+
+def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """What the conversation said, as ``grounded`` reads it: the text of every message but the
+    assistant's own (a value the model wrote itself grounds nothing)."""
+    parts = []
+    for message in messages:
+        if message.get("role") == "assistant":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [str(p.get("text", "")) for p in content if isinstance(p, Mapping)]
+    return _plain("\n".join(parts))

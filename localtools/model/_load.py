@@ -3,16 +3,37 @@
 from __future__ import annotations
 
 import inspect
+import json
+import warnings
 from pathlib import Path
 from typing import Any
 
 from .._errors import ModelError, UsageError
 from ..backends import BACKENDS, ENGINES, backend_class
 from ..backends._remote import RemoteBackend
-from ..host._catalog import catalog, default_model, resolve_model
+from ..host._catalog import cache_dir, catalog, default_model, resolve_model
+from ._decide import Decisions
 from ._model import Model
 
-__all__ = ["BACKENDS", "ENGINES", "backend_class", "load"]
+__all__ = ["BACKENDS", "ENGINES", "backend_class", "calibrated", "calibration_path", "load"]
+
+
+def calibration_path(model: str) -> Path:
+    """Where ``localtools calibrate`` keeps a model's thresholds: by catalog name or file stem."""
+    return cache_dir().parent / "calibration" / f"{Path(model).name.removesuffix('.gguf')}.json"
+
+
+def calibrated(model: str) -> Decisions | None:
+    """The thresholds ``localtools calibrate`` wrote for ``model``; ``None`` when it wrote none (a
+    file that cannot be read is said so in a warning, and the model decides greedily)."""
+    path = calibration_path(model)
+    if not path.is_file():
+        return None
+    try:
+        return Decisions.from_dict(json.loads(path.read_text(encoding="utf-8"))["decisions"])
+    except (ValueError, KeyError, TypeError, UsageError) as exc:
+        warnings.warn(f"{path}: not a calibration file ({exc}); deciding greedily", stacklevel=2)
+        return None
 
 def load(
     model: str | None = None,
@@ -21,6 +42,7 @@ def load(
     family: str | None = None,
     template: str | None = None,
     download: bool = True,
+    decisions: Decisions | None = None,
     **backend_options: Any,
 ) -> Model:
     """Load a catalog model (``localtools models list``) or a GGUF path.
@@ -36,6 +58,9 @@ def load(
     An engine holds the weights, so ``model`` may be left out (the family then comes from
     ``family=`` or the engine's chat template); a catalog name or a local copy of the weights
     names the family, and gives vLLM and SGLang the tokenizer.
+
+    ``decisions``: how the model decides where the grammar leaves a choice (``Decisions``);
+    ``None``: the thresholds ``localtools calibrate`` wrote for this model, if any, else greedy.
     """
     cls = backend_class(backend)
     accepted = inspect.signature(cls).parameters
@@ -51,7 +76,8 @@ def load(
     path, entry = resolve_model(model or default_model(), download=download)
     if entry is not None and backend not in entry.backends:
         raise UsageError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
-    return Model(cls(path, **backend_options), family=family or (entry.family if entry else None), template=template)
+    return Model(cls(path, **backend_options), family=family or (entry.family if entry else None), template=template,
+                 decisions=decisions if decisions is not None else calibrated(model or default_model()))
 
 
 def _load_remote(cls: Any, model: str | None, *, family: str | None, template: str | None, download: bool,

@@ -30,7 +30,7 @@ from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_
 from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
-from ._decide import Decision, DecisionPoint, Decisions, decide, distinct
+from ._decide import Decision, DecisionPoint, Decisions, conversation_text, decide, distinct, ungrounded
 from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone, answer_violations
 from ._turn import ChatResult
 
@@ -476,7 +476,7 @@ class Model:
             # No distribution to read, or a thought inside this generation: the greedy token decides.
             gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
             return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
-                                decisions=decisions if constrained else None)
+                                decisions=decisions if constrained else None, messages=messages)
 
         def variant(choice: str, calls: tuple[int, int] | None = None) -> ReplyFormat:
             # The same request's format on one branch: the same bars, after the same thought.
@@ -493,7 +493,7 @@ class Model:
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, variant, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
-                            decisions=decisions, made=made)
+                            decisions=decisions, made=made, messages=messages)
 
     def _more_calls(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                     thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
@@ -581,10 +581,12 @@ class Model:
             thread.join()
 
     def _result(self, raw: str, fmt: ReplyFormat, gen: Generation, stop: Sequence[str], *, constrained: bool,
-                run: _Decoding, decisions: Decisions | None = None, made: Sequence[Decision] = ()) -> ChatResult:
+                run: _Decoding, decisions: Decisions | None = None, made: Sequence[Decision] = (),
+                messages: Sequence[Mapping[str, Any]] = ()) -> ChatResult:
         """The turn from its whole reply ``raw``, whose last generation is ``gen``; when a reasoning
         budget's thought came before it, the prompt was read there. ``decisions.distinct`` leaves
-        out a call's repeats; ``made``: the turn's decisions so far."""
+        out a call's repeats, ``decisions.ground`` the optional arguments ``messages`` never
+        mention; ``made``: the turn's decisions so far."""
         first = run.first if run.first is not gen else None
         latency = time.perf_counter() - run.started
         parsed = fmt.parse(raw)
@@ -592,6 +594,15 @@ class Model:
         if decisions is not None and decisions.distinct and len(calls) > 1:
             kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
             calls, made = [calls[i] for i in kept], [*made, *dropped]
+        if decisions is not None and decisions.ground and calls:
+            said, trimmed = conversation_text(messages), []
+            for call in calls:
+                loose = ungrounded(call.name, call.arguments, fmt.schemas.get(call.name) or {}, said)
+                made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}")
+                                 for key in loose)]
+                trimmed.append(replace(call, arguments={k: v for k, v in call.arguments.items() if k not in loose})
+                               if loose else call)
+            calls = trimmed
         finish = "tool_calls" if calls else gen.finish_reason
         # A stop string of the request ended the answer: the backend cut it there, or it is in
         # the text the family's grammar wrote (a stop string never cuts a call).

@@ -1,0 +1,112 @@
+"""Thresholds for the decisions (``Decisions``), calibrated on BFCL cases apart from those reported.
+
+Each calibration case is asked once with every decision probing: the call branch always taken
+(its share recorded), another call written while its share reaches a low floor (each share and
+the reply it would have ended with recorded), repeats left out. Any pair of thresholds then
+replays offline: below the call threshold the answer is text; below the "more" threshold the
+reply ends where that decision stood. The pair kept is the one with the best mean accuracy over
+the categories (each category weighs the same); its curve is printed and written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .._errors import LocalToolsError
+from ..model._decide import DecisionPoint, Decisions
+from ..model._model import Model
+from ._bfcl import Case, sample
+from ._checker import check_calls
+
+__all__ = ["CALL_GRID", "MORE_GRID", "Probe", "calibration_cases", "choose", "probe", "replay", "write_calibration"]
+
+#: The thresholds tried (shares of the model's probability).
+CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+MORE_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.01)
+#: Below this share no further call is probed (every higher threshold would stop there too).
+FLOOR = MORE_GRID[0]
+
+Calls = list[tuple[str, dict[str, Any]]]
+
+
+@dataclass
+class Probe:
+    """One case asked with every decision probing."""
+
+    case_id: str
+    category: str
+    #: The call branch's share (``None``: unreadable, or no call decision was made).
+    call_share: float | None
+    #: For each "more" decision: its share and the calls the reply held then.
+    more: list[tuple[float | None, Calls]] = field(default_factory=list)
+    #: The calls of the reply at the end (after every continuation taken).
+    final: Calls = field(default_factory=list)
+    error: str = ""
+
+
+def calibration_cases(cases: Sequence[Case], n: int, *, reported: int = 40) -> list[Case]:
+    """``n`` cases of one category that the report never uses: the reported sample (``reported``
+    cases, seed 0) left out, then an even spread (seed 1) of the rest."""
+    kept = {c.id for c in sample(list(cases), reported, 0)}
+    return sample([c for c in cases if c.id not in kept], n, 1)
+
+
+def probe(model: Model, case: Case, *, max_tokens: int = 256) -> Probe:
+    """``case`` asked with the call branch always taken and more calls while their share is at least ``FLOOR``."""
+    decisions = Decisions(call=0.0, more=FLOOR, distinct=True)
+    fmt = model.reply_format(case.tools)
+    model.backend.drop_prompt_cache()
+    try:
+        result = model.chat(case.messages, case.tools, decisions=decisions, max_tokens=max_tokens)
+    except LocalToolsError as exc:
+        return Probe(case.id, case.category, None, error=f"{type(exc).__name__}: {str(exc)[:160]}")
+    call = next((d for d in result.decisions if d.point is DecisionPoint.CALL), None)
+    more = [(d.share, [(c.name, c.arguments) for c in fmt.parse(d.reply).tool_calls])
+            for d in result.decisions if d.point is DecisionPoint.MORE]
+    return Probe(case.id, case.category, call.share if call else None, more,
+                 [(c.name, c.arguments) for c in result.tool_calls])
+
+
+def replay(p: Probe, call: float, more: float) -> Calls:
+    """The calls the reply would hold under these thresholds."""
+    if p.error or p.call_share is None or p.call_share < call:
+        return []
+    for share, calls in p.more:
+        if share is None or share < more:
+            return calls
+    return p.final
+
+
+def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float) -> dict[str, float]:
+    by: dict[str, list[bool]] = {}
+    for p in probes:
+        case = cases[p.case_id]
+        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+        by.setdefault(p.category, []).append(check_calls(replay(p, call, more), case.expected, schemas).ok)
+    return {category: sum(flags) / len(flags) for category, flags in by.items()}
+
+
+def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, list[dict[str, Any]]]:
+    """The thresholds with the best mean per-category accuracy on ``probes`` (ties: the lower
+    call threshold, then the higher "more" threshold: the fewer changes from greedy), and the
+    whole grid as rows."""
+    known = {c.id: c for c in cases}
+    rows = []
+    for call in CALL_GRID:
+        for more in MORE_GRID:
+            accuracy = _accuracy(probes, known, call, more)
+            rows.append({"call": call, "more": more, "mean": sum(accuracy.values()) / len(accuracy), **accuracy})
+    best = max(rows, key=lambda r: (round(r["mean"], 9), -r["call"], r["more"]))
+    return Decisions(call=best["call"], more=best["more"] if best["more"] <= 1 else None, distinct=True), rows
+
+
+def write_calibration(path: Path, decisions: Decisions, meta: dict[str, Any], rows: list[dict[str, Any]],
+                      probes: Sequence[Probe]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "distinct")},
+            "meta": meta, "grid": rows, "probes": [asdict(p) for p in probes]}
+    path.write_text(json.dumps(body, indent=1), encoding="utf-8")

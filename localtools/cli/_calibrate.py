@@ -1,0 +1,70 @@
+"""``localtools calibrate``: the decisions' thresholds for one model, from BFCL cases apart from those reported."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+from ..backends import BACKENDS
+from . import _common
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "calibrate", help="calibrate the call / another-call thresholds of a model on BFCL data",
+        description="Ask BFCL cases (a calibration split: never the cases `localtools bench --sample 40` reports) "
+        "with every decision probing, then pick the thresholds with the best mean accuracy over the categories: "
+        "call vs text under tool_choice auto, another call vs the end of the turn. They are written where `load` "
+        "finds them for this model (see `--print-path`); `localtools bench --levers` reports them on the other split.")
+    p.add_argument("model", nargs="?", help="catalog name or .gguf path (default: the default model)")
+    p.add_argument("--backend", default="llama-cpp", choices=list(BACKENDS), help="in-process backend (default llama-cpp)")
+    p.add_argument("--sample", type=int, default=20, metavar="N", help="calibration cases per category (default 20)")
+    p.add_argument("--category", action="append", metavar="C",
+                   help="simple_python, multiple, parallel, parallel_multiple, irrelevance (repeatable; default all five)")
+    p.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
+    p.add_argument("--dry-run", action="store_true", help="print the thresholds and the curve, write nothing")
+    p.add_argument("--print-path", action="store_true", help="print where the thresholds are kept for MODEL and exit")
+
+
+def main(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from ..bench import CATEGORIES, bfcl_data_dir, load_cases
+    from ..bench._calibrate import calibration_cases, choose, probe, write_calibration
+    from ..host._catalog import default_model
+    from ..model._decide import Decisions
+    from ..model._load import calibration_path, load
+
+    name = args.model or default_model()
+    path = calibration_path(name)
+    if args.print_path:
+        print(path)
+        return 0
+    folder = bfcl_data_dir()
+    categories = args.category or list(CATEGORIES)
+    cases = [c for category in categories for c in calibration_cases(load_cases(folder, category), args.sample)]
+    model = load(name, backend=args.backend, decisions=Decisions())
+    probes = []
+    with _common.steps("calibrate", len(cases)) as step:
+        for case in cases:
+            probes.append(probe(model, case, max_tokens=args.max_tokens))
+            step(case.id)
+    decisions, rows = choose(probes, cases)
+    table = Table(title=f"{name}: mean accuracy by threshold on {len(cases)} calibration cases (best first)")
+    for column in ("call", "more", "mean", *categories):
+        table.add_column(column, justify="right")
+    for row in sorted(rows, key=lambda r: -r["mean"])[:12]:
+        table.add_row(f"{row['call']:.2f}", f"{row['more']:.2f}", f"{row['mean']:.1%}",
+                      *(f"{row[c]:.1%}" if c in row else "-" for c in categories))
+    _common.print_table(table)
+    failed = sum(1 for p in probes if p.error)
+    if failed:
+        print(f"note: {failed} cases ended in an error while probing (scored as no call)", file=sys.stderr)
+    print(f"chosen: call {decisions.call}, more {decisions.more}, distinct {decisions.distinct}")
+    if not args.dry_run:
+        meta = {"model": name, "backend": args.backend, "categories": categories, "sample": args.sample,
+                "split": "calibration: seed 1 over the cases outside bench's --sample 40 --seed 0"}
+        write_calibration(path, decisions, meta, rows, probes)
+        print(f"wrote {path}")
+    return 0
