@@ -88,9 +88,19 @@ def test_below_the_threshold_the_turn_ends_after_its_call() -> None:
 
 def test_a_continuation_that_repeats_a_call_is_not_taken() -> None:
     choices = {PARIS: {"\n": 1.0}, PARIS + "\n": {"<tool_call>": 1.0}}
-    backend = ScriptedBackend([PARIS, PARIS + "\n" + PARIS], choices=choices)
+    backend = ScriptedBackend([PARIS, *[PARIS + "\n" + PARIS] * 3], choices=choices)
     result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(more=0.5))
     assert [c.arguments for c in result.tool_calls] == [{"city": "Paris"}] and result.decisions[0].taken
+    # Tried again with each repeat penalty before it gives up.
+    assert backend.repeat_penalties == [1.0, 1.0, 1.1, 1.3]
+
+
+def test_a_repeat_penalty_can_find_the_new_call() -> None:
+    choices = {PARIS: {"\n": 1.0}, PARIS + "\n": {"<tool_call>": 1.0}, PARIS + "\n" + LONDON: {"": 1.0}}
+    backend = ScriptedBackend([PARIS, PARIS + "\n" + PARIS, PARIS + "\n" + LONDON], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(more=0.5))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    assert backend.repeat_penalties == [1.0, 1.0, 1.1]
 
 
 def test_distinct_leaves_out_a_repeated_call_and_says_which() -> None:

@@ -516,12 +516,19 @@ class Model:
                                decisions, reply=gen.tokens, text=gen.text, calls=n))
             if not made[-1].taken:
                 break
-            try:
-                longer = self._answer(run, prompt, more, thought, max_tokens=max_tokens, penalties=penalties[:1])
-            except GenerationTruncated:
-                break
-            keys = [call_key(c.name, c.arguments) for c in whole.parse(longer.text).tool_calls]
-            if len(keys) <= n or len(set(keys)) < len(keys):
+            longer = None
+            # Greedy, the next call is often the last one again: the repeat penalties (on the
+            # reply's own tokens) push it off the values it already wrote.
+            for penalty in penalties:
+                try:
+                    attempt = self._answer(run, prompt, more, thought, max_tokens=max_tokens, penalties=[penalty])
+                except GenerationTruncated:
+                    break
+                keys = [call_key(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
+                if len(keys) > n and len(set(keys)) == len(keys):
+                    longer = attempt
+                    break
+            if longer is None:
                 break  # the model had no new call to make: the reply it had stands
             gen = longer
         return gen
