@@ -161,6 +161,9 @@ def test_branch_shares_normalise_over_the_fitting_mass() -> None:
             return [TokenChoice(1, "a", math.log(0.3)), TokenChoice(2, "b", math.log(0.1)),
                     TokenChoice(3, "z", math.log(0.6))]
 
+        def reply_text(self, reply: Any) -> str:
+            return ""
+
     assert isinstance(Table(), NextTokens)
     from localtools.grammar import Grammar, Lit, alt
     branches = {"a": grammar_branch(Grammar({"root": alt(Lit("a1"), Lit("a2"))})),
@@ -299,3 +302,23 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
         "greedy", "call>=0.3", "more>=0.4", "distinct", "ground", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
+
+
+def test_in_a_list_of_calls_another_call_is_decided_before_the_closing_bracket() -> None:
+    """A family whose calls may be one fenced list: the reply forks where the list could take
+    another item (after the first object), not at its end, and is decoded again from there."""
+    from dataclasses import replace
+
+    from localtools.families._families import get_family
+
+    family = replace(get_family("qwen2.5"), call_forms=("call-tagged", "list-fenced"))
+    one = '{"name": "get_weather", "arguments": {"city": "Paris"}}'
+    two = one + ', {"name": "get_weather", "arguments": {"city": "London"}}'
+    fork_at = "```json\n[" + one
+    choices = {fork_at: {"]": 0.55, ",": 0.45}, "```json\n[" + two: {"]": 1.0}}
+    backend = ScriptedBackend(["```json\n[" + one + "]\n```", "```json\n[" + two + "]\n```"], choices=choices)
+    result = Model(backend, family=family).chat(ASK, [get_weather], decisions=Decisions(more=0.4))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    assert backend.asked[0] == fork_at and result.decisions[0].share == pytest.approx(0.45)
+    # The second decision forks inside the longer list, and stops there.
+    assert backend.asked[-1] == "```json\n[" + two and not result.decisions[-1].taken

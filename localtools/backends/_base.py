@@ -132,6 +132,10 @@ class NextTokens(Protocol):
         backend returned in a ``Generation``), most probable first."""
         ...
 
+    def reply_text(self, reply: Sequence[int]) -> str:
+        """The text of ``reply`` (token ids this backend returned), as a ``Generation``'s text reads."""
+        ...
+
 
 @runtime_checkable
 class Backend(Protocol):

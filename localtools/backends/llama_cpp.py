@@ -237,6 +237,10 @@ class LlamaCppBackend:
         return top_choices(logits.astype(np.float64), k, self._token_text,
                            lambda t: bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, t)))
 
+    def reply_text(self, reply: Sequence[int]) -> str:
+        """The text of ``reply`` (``NextTokens``)."""
+        return str(self.llm.detokenize(list(reply)).decode("utf-8", errors="replace"))
+
     def health(self) -> None:
         """Nothing behind it to ask."""
         return None

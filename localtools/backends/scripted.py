@@ -105,12 +105,16 @@ class ScriptedBackend:
         """In process, one request at a time; ``n_ctx`` as given."""
         return Capabilities(n_ctx=self.n_ctx, next_tokens=self.choices is not None)
 
+    def reply_text(self, reply: Sequence[int]) -> str:
+        """The text of ``reply``: one character a token, or a piece ``next_tokens`` handed out."""
+        return "".join(chr(t) if t < _PIECES else self._pieces[t - _PIECES] for t in reply)
+
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The scripted distribution after ``reply`` (``NextTokens``); a reply text it does not
         list has none (an empty list)."""
         if self.choices is None:
             raise UsageError("this scripted backend was given no choices (next_tokens)")
-        text = "".join(chr(t) if t < _PIECES else self._pieces[t - _PIECES] for t in reply)
+        text = self.reply_text(reply)
         self.asked.append(text)
         table = self.choices(prompt, text) if callable(self.choices) else self.choices.get(text, {})
         out = []

@@ -376,6 +376,10 @@ class TransformersBackend:
         return top_choices(logits, k, lambda t: str(self.tokenizer.decode([t], skip_special_tokens=True)),
                            self._eog.__contains__)
 
+    def reply_text(self, reply: Sequence[int]) -> str:
+        """The text of ``reply`` (``NextTokens``)."""
+        return str(self.tokenizer.decode(list(reply), skip_special_tokens=True))
+
     def health(self) -> None:
         """Nothing behind it to ask."""
         return None

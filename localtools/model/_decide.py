@@ -22,8 +22,8 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["Decision", "DecisionPoint", "Decisions", "branch_shares", "conversation_text", "grammar_branch", "grounded",
-           "ungrounded"]
+__all__ = ["Decision", "DecisionPoint", "Decisions", "branch_shares", "conversation_text", "fork", "grammar_branch",
+           "grounded", "ungrounded"]
 
 
 class DecisionPoint(StrEnum):
@@ -148,6 +148,30 @@ def decide(source: NextTokens, prompt: Prompt, point: DecisionPoint, threshold: 
                            k=decisions.k, depth=decisions.depth)
     share = shares.get("first")
     return Decision(point, share, threshold, share is not None and share >= threshold, calls, text)
+
+
+#: A fork found this many characters before the branches part is too far back to decide on.
+_FORK_SLACK = 24
+
+
+def fork(source: NextTokens, reply: Sequence[int], text: str, grammar: Grammar) -> tuple[list[int], str] | None:
+    """Where a finished reply could still have gone on into ``grammar`` (one more call): the last
+    token boundary at or before the end of the longest prefix of ``text`` that ``grammar`` can
+    continue, as (the reply's tokens there, their text). One form of calls parts there at the end
+    of the reply (a tag after the last closing one), a list form before its closing bracket.
+    ``None`` when no token boundary lies near it."""
+    lo, hi = 0, len(text)
+    while lo < hi:  # a prefix-closed language: the longest prefix it continues, by bisection
+        mid = (lo + hi + 1) // 2
+        if matches(grammar, text[:mid], prefix=True):
+            lo = mid
+        else:
+            hi = mid - 1
+    for i in range(len(reply), -1, -1):
+        so_far = source.reply_text(reply[:i])
+        if len(so_far) <= lo and text.startswith(so_far):
+            return (list(reply[:i]), so_far) if lo - len(so_far) <= _FORK_SLACK else None
+    return None
 
 
 def distinct(keys: Sequence[str]) -> tuple[list[int], list[Decision]]:

@@ -30,7 +30,7 @@ from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_
 from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
-from ._decide import Decision, DecisionPoint, Decisions, conversation_text, decide, distinct, ungrounded
+from ._decide import Decision, DecisionPoint, Decisions, conversation_text, decide, distinct, fork, ungrounded
 from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone, answer_violations
 from ._turn import ChatResult
 
@@ -510,10 +510,14 @@ class Model:
             if not 1 <= n < most:
                 break
             exact, more = variant("required", (n, n)), variant("required", (n + 1, most))
-            if exact.grammar is None or not matches(exact.grammar, gen.text):
+            if exact.grammar is None or more.grammar is None or not matches(exact.grammar, gen.text):
                 break  # text before the calls, or more than the grammar's count: not this decision
+            at = fork(source, gen.tokens, gen.text, more.grammar)
+            if at is None:
+                break
             made.append(decide(source, prompt, DecisionPoint.MORE, decisions.more, more.grammar, exact.grammar,
-                               decisions, reply=gen.tokens, text=gen.text, calls=n))
+                               decisions, reply=at[0], text=at[1], calls=n))
+            made[-1] = replace(made[-1], reply=gen.text)
             if not made[-1].taken:
                 break
             longer = None
