@@ -112,6 +112,10 @@ class Family:
     arg_tags: tuple[str, ...] = ()
     #: For ``kv``: how lists and objects are written, "json" or "python" (as ``| string`` prints them).
     arg_values: str = "json"
+    #: List forms of the grammar file the decisions may offer as the family's parallel form (one
+    #: list holding every call) when ``Decisions.form`` is set: then the calls are written as the
+    #: list or as single calls on the model's share for each (``docs/decisions.md``).
+    parallel_forms: tuple[str, ...] = ()
     #: Where ``template`` and ``grammar`` are, for a user family ("": the package's own files).
     directory: str = ""
 

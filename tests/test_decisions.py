@@ -322,3 +322,31 @@ def test_in_a_list_of_calls_another_call_is_decided_before_the_closing_bracket()
     assert backend.asked[0] == fork_at and result.decisions[0].share == pytest.approx(0.45)
     # The second decision forks inside the longer list, and stops there.
     assert backend.asked[-1] == "```json\n[" + two and not result.decisions[-1].taken
+
+
+FENCE_PARIS = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+ITEM = '{{"name": "get_weather", "arguments": {{"city": "{}"}}}}'
+
+
+@pytest.mark.parametrize(("share", "threshold"), [(0.1, 0.05), (0.1, 0.2), (0.02, 0.01)])
+def test_the_form_decision_writes_the_calls_as_one_list_on_its_share(share: float, threshold: float) -> None:
+    """Where the family has a parallel form, the calls' opening decides list or single calls; in
+    the list, another item is decided before the closing bracket."""
+    listed = "```json\n[" + ITEM.format("Paris")
+    both = listed + ", " + ITEM.format("London")
+    choices = {"```json\n": {'{"': 1 - share, "[": share}, listed: {"]": 0.4, ",": 0.6}, both: {"]": 1.0}}
+    takes = share >= threshold
+    replies = [FENCE_PARIS, *([listed + "]\n```", both + "]\n```"] if takes else [])]
+    backend = ScriptedBackend(replies, choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather],
+                                                   decisions=Decisions(form=threshold, more=0.5))
+    form = result.decisions[0]
+    assert form.point is DecisionPoint.FORM and form.share == pytest.approx(share) and form.taken is takes
+    cities = [c.arguments["city"] for c in result.tool_calls]
+    assert cities == (["Paris", "London"] if takes else ["Paris"])
+    if takes:
+        grammar = backend.grammars[1]  # the list form alone
+        assert grammar is not None and not matches(grammar, FENCE_PARIS) and matches(grammar, listed + "]\n```")
+    # Without the form decision the grammar offers no list.
+    plain = Model(ScriptedBackend([FENCE_PARIS]), family="qwen2.5").reply_format([get_weather]).grammar
+    assert plain is not None and not matches(plain, listed + "]\n```")

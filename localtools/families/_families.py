@@ -35,7 +35,7 @@ FAMILIES_ENV = "LOCALTOOLS_FAMILIES"
 
 _FIELDS = {f for f in Family.__dataclass_fields__ if f not in ("name", "directory")}
 #: Fields a record may leave out (their defaults suit most families).
-_OPTIONAL = {"args_syntax", "reasoning_start", "reasoning_end", "reply_opening", "arg_tags", "arg_values"}
+_OPTIONAL = {"args_syntax", "reasoning_start", "reasoning_end", "reply_opening", "arg_tags", "arg_values", "parallel_forms"}
 _registered: dict[str, Family] = {}
 
 
@@ -58,6 +58,9 @@ def _family(name: str, rec: dict[str, Any], where: str, directory: str = "") -> 
         raise TemplateError(f"family {name!r} in {where}: arg_values {rec['arg_values']!r} is not one of json, python")
     if bool(rec.get("reasoning_start")) != bool(rec.get("reasoning_end")):
         raise TemplateError(f"family {name!r} in {where}: give both reasoning_start and reasoning_end, or neither")
+    if any(not str(f).startswith("list-") for f in rec.get("parallel_forms") or ()):
+        raise TemplateError(f"family {name!r} in {where}: parallel_forms are list-* rules of the grammar file, got "
+                            f"{rec['parallel_forms']}")
     values: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in rec.items()}
     values["call_style"] = CallStyle(values["call_style"])
     values["args_syntax"] = ArgsSyntax(values.get("args_syntax", "json"))

@@ -33,6 +33,8 @@ class DecisionPoint(StrEnum):
     CALL = "call"
     #: After a reply's calls: another call, or the end of the turn.
     MORE = "more"
+    #: Where the family has a parallel form: the calls as one list, or as single calls.
+    FORM = "form"
     #: A repeated call in one reply (same name and arguments) left out.
     DISTINCT = "distinct"
     #: An optional argument whose value the conversation never mentions, left out.
@@ -45,17 +47,21 @@ class Decisions:
 
     ``call``: under tool_choice "auto", the share of the model's probability (call against text)
     at which it calls; ``None`` leaves it to the greedy token. ``more``: after each call, the share
-    (another call against the end of the turn) at which it writes another, up to
-    ``max_calls``; ``None``: greedy. ``distinct``: a reply's repeat of one of its own calls (same
-    name and arguments) is left out. ``ground``: an optional argument is kept only when its value
-    is grounded: written in the conversation (the user's words, a tool's result), or the schema's
-    default; required arguments are never left out. ``k`` tokens of the distribution are read at each step, a
-    token that fits both branches followed up to ``depth`` tokens deep. Backends that cannot give
-    their distribution (``Capabilities.next_tokens``) decide greedily, and say so in the result.
+    (another call against the end of the turn) at which it writes another, up to ``max_calls``;
+    ``None``: greedy. ``form``: where the family has a parallel form (``Family.parallel_forms``,
+    one list holding every call), the share at which the calls are written as that list rather
+    than as single calls; the grammar then admits both. ``distinct``: a reply's repeat of one of
+    its own calls (same name and arguments) is left out. ``ground``: an optional argument is kept
+    only when its value is grounded: written in the conversation (the user's words, a tool's
+    result), or the schema's default; required arguments are never left out. ``k`` tokens of the
+    distribution are read at each step, a token that fits both branches followed up to ``depth``
+    tokens deep. Backends that cannot give their distribution (``Capabilities.next_tokens``)
+    decide greedily, and say so in the result.
     """
 
     call: float | None = None
     more: float | None = None
+    form: float | None = None
     distinct: bool = False
     ground: bool = False
     max_calls: int = 5
@@ -63,7 +69,7 @@ class Decisions:
     depth: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("call", "more"):
+        for name in ("call", "more", "form"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
@@ -73,7 +79,7 @@ class Decisions:
 
     @property
     def active(self) -> bool:
-        return self.call is not None or self.more is not None or self.distinct or self.ground
+        return self.call is not None or self.more is not None or self.form is not None or self.distinct or self.ground
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:

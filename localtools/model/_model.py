@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any
 
@@ -239,16 +239,19 @@ class Model:
         reasoning: str = "",
         answer_schema: Mapping[str, Any] | None = None,
         calls: tuple[int, int] | None = None,
+        forms: tuple[str, ...] | None = None,
     ) -> ReplyFormat:
         """What a reply may be for this request: the grammar, the stop strings, how calls open;
-        ``calls``: (least, most) calls in a reply with calls."""
+        ``calls``: (least, most) calls in a reply with calls; ``forms``: the call forms admitted
+        (``None``: the family's ``call_forms``)."""
         specs = _specs(tools)
         if self.strict_schema:
             for spec in specs:
                 _refuse_unenforced(spec)
             if answer_schema is not None:
                 _refuse_unenforced({"function": {"name": ANSWER, "parameters": answer_schema}})
-        return reply_format(self.family, specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
+        family = self.family if forms is None else replace(self.family, call_forms=forms)
+        return reply_format(family, specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
                             reasoning=reasoning, answer_schema=answer_schema, calls=calls)
 
     def chat(
@@ -447,8 +450,12 @@ class Model:
             # Free output may hold a thought anyway (a template that ignores enable_thinking):
             # read it as one, never for calls.
             mode = "may"
+        fam = self.family
+        # With a form decision the reply may also be the family's parallel form (one list of calls).
+        forms = (*fam.call_forms, *fam.parallel_forms) if decisions is not None and decisions.form is not None and \
+            fam.parallel_forms and parallel_tool_calls and constrained else None
         fmt = self.reply_format(specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
-                                reasoning=mode, answer_schema=answer_schema).barring(bars)
+                                reasoning=mode, answer_schema=answer_schema, forms=forms).barring(bars)
         run = _Decoding(self.backend, None if on_event is None else ReplyStream(fmt, on_event, stop, check), cancel,
                         temperature=temperature, top_p=top_p, seed=seed)
         whole, thought = fmt, ""
@@ -478,10 +485,11 @@ class Model:
             return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                                 decisions=decisions if constrained else None, messages=messages)
 
-        def variant(choice: str, calls: tuple[int, int] | None = None) -> ReplyFormat:
+        def variant(choice: str, calls: tuple[int, int] | None = None,
+                    only: tuple[str, ...] | None = forms) -> ReplyFormat:
             # The same request's format on one branch: the same bars, after the same thought.
             f = self.reply_format(specs, choice, parallel_tool_calls, stop=stop, reasoning=mode,
-                                  answer_schema=answer_schema, calls=calls).barring(bars)
+                                  answer_schema=answer_schema, calls=calls, forms=only).barring(bars)
             return f.after_reasoning() if thought else f
 
         made: list[Decision] = []
@@ -490,10 +498,44 @@ class Model:
             made.append(decide(source, prompt, DecisionPoint.CALL, decisions.call, call.grammar, text.grammar, decisions))
             fmt = call if made[-1].taken else text
         gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
+        if forms is not None and decisions.form is not None and whole.can_call:
+            gen, chosen = self._form(run, source, prompt, whole, gen, thought, made, variant, decisions,
+                                     max_tokens=max_tokens, penalties=penalties)
+            if chosen is not None:
+                variant = partial(variant, only=chosen)
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, variant, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
+
+    def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
+              thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
+              max_tokens: int, penalties: Sequence[float]) -> tuple[Generation, tuple[str, ...] | None]:
+        """Calls as the family's parallel form (one list) or as single calls: decided where the
+        reply's calls open, on the list's share against ``decisions.form``, and decoded again in
+        the form chosen when it is not the one written. Returns the reply and the forms it is in
+        (``None``: no calls, or undecided)."""
+        fam = self.family
+        singles = fam.call_forms
+        lists, single = variant("required", only=fam.parallel_forms), variant("required", only=singles)
+        if run.streamed or not whole.parse(gen.text).tool_calls or lists.grammar is None or single.grammar is None \
+                or decisions.form is None:
+            return gen, None
+        written = fam.parallel_forms if matches(lists.grammar, gen.text) else singles
+        at = fork(source, gen.tokens, gen.text, single.grammar if written is fam.parallel_forms else lists.grammar)
+        if at is None:
+            return gen, written
+        made.append(replace(decide(source, prompt, DecisionPoint.FORM, decisions.form, lists.grammar, single.grammar,
+                                   decisions, reply=at[0], text=at[1]), reply=gen.text))
+        chosen = fam.parallel_forms if made[-1].taken else singles
+        if chosen == written:
+            return gen, written
+        try:
+            again = self._answer(run, prompt, lists if made[-1].taken else single, thought, max_tokens=max_tokens,
+                                 penalties=penalties[:1])
+        except GenerationTruncated:
+            return gen, written
+        return (again, chosen) if whole.parse(again.text).tool_calls else (gen, written)
 
     def _more_calls(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                     thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
