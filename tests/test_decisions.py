@@ -268,9 +268,9 @@ def test_calibration_replays_thresholds_and_picks_the_best_pair() -> None:
     cases = [Case("p1", "parallel", [], [weather], [{"w": {"city": ["Paris"]}}, {"w": {"city": ["London"]}}]),
              Case("s1", "simple_python", [], [weather], [{"w": {"city": ["Paris"]}}]),
              Case("i1", "irrelevance", [], [weather], [])]
-    probes = [Probe("p1", "parallel", 0.9, [(0.3, one), (0.01, two)], two),
-              Probe("s1", "simple_python", 0.7, [(0.1, one)], two),
-              Probe("i1", "irrelevance", 0.4, [(0.5, one)], two)]
+    probes = [Probe("p1", "parallel", 0.9, more=[(0.3, one), (0.01, two)], final=two),
+              Probe("s1", "simple_python", 0.7, more=[(0.1, one)], final=two),
+              Probe("i1", "irrelevance", 0.4, more=[(0.5, one)], final=two)]
     assert replay(probes[0], 0.5, 0.2) == two and replay(probes[0], 0.5, 0.4) == one
     assert replay(probes[2], 0.5, 0.2) == [] and replay(probes[2], 0.3, 0.6) == one and replay(probes[2], 0.3, 0.2) == two
     decisions, rows = choose(probes, cases)
@@ -278,7 +278,12 @@ def test_calibration_replays_thresholds_and_picks_the_best_pair() -> None:
     # between 0.1 and 0.3 gives the parallel case its second call without giving the simple one one.
     assert decisions.call is not None and 0.4 < decisions.call <= 0.7
     assert decisions.more is not None and 0.1 < decisions.more <= 0.3
-    assert max(r["mean"] for r in rows) == 1.0
+    assert max(r["mean"] for r in rows) == 1.0 and decisions.form is None  # no form was probed
+    # A form decision: below its threshold the reply in single calls stands.
+    listed = Probe("p1", "parallel", 0.9, form=(0.02, one), more=[(0.6, one)], final=two)
+    assert replay(listed, 0.5, 0.5, 0.01) == two and replay(listed, 0.5, 0.5, 0.05) == one
+    decisions, _ = choose([listed, probes[1], probes[2]], cases)
+    assert decisions.form is not None and decisions.form <= 0.02
 
 
 def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
@@ -291,7 +296,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
         decisions: Decisions | None = None
 
     modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
-    args = argparse.Namespace(call_threshold=None, more_threshold=None)
+    args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None)
     with pytest.raises(UsageError, match="calibrate"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     loaded = Loaded()

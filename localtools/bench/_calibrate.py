@@ -22,11 +22,12 @@ from ..model._model import Model
 from ._bfcl import Case, sample
 from ._checker import check_calls
 
-__all__ = ["CALL_GRID", "MORE_GRID", "Probe", "calibration_cases", "choose", "probe", "replay", "write_calibration"]
+__all__ = ["CALL_GRID", "FORM_GRID", "MORE_GRID", "Probe", "calibration_cases", "choose", "probe", "replay", "write_calibration"]
 
 #: The thresholds tried (shares of the model's probability).
 CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MORE_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.01)
+FORM_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3, 1.01)
 #: Below this share no further call is probed (every higher threshold would stop there too).
 FLOOR = MORE_GRID[0]
 
@@ -41,6 +42,8 @@ class Probe:
     category: str
     #: The call branch's share (``None``: unreadable, or no call decision was made).
     call_share: float | None
+    #: The form decision's list share and the calls of the reply in single calls (``None``: none made).
+    form: tuple[float | None, Calls] | None = None
     #: For each "more" decision: its share and the calls the reply held then.
     more: list[tuple[float | None, Calls]] = field(default_factory=list)
     #: The calls of the reply at the end (after every continuation taken).
@@ -57,7 +60,7 @@ def calibration_cases(cases: Sequence[Case], n: int, *, reported: int = 40) -> l
 
 def probe(model: Model, case: Case, *, max_tokens: int = 256) -> Probe:
     """``case`` asked with the call branch always taken and more calls while their share is at least ``FLOOR``."""
-    decisions = Decisions(call=0.0, more=FLOOR, distinct=True)
+    decisions = Decisions(call=0.0, more=FLOOR, form=0.0, distinct=True)
     fmt = model.reply_format(case.tools)
     model.backend.drop_prompt_cache()
     try:
@@ -65,28 +68,33 @@ def probe(model: Model, case: Case, *, max_tokens: int = 256) -> Probe:
     except LocalToolsError as exc:
         return Probe(case.id, case.category, None, error=f"{type(exc).__name__}: {str(exc)[:160]}")
     call = next((d for d in result.decisions if d.point is DecisionPoint.CALL), None)
+    form = next(((d.share, [(c.name, c.arguments) for c in fmt.parse(d.reply).tool_calls])
+                 for d in result.decisions if d.point is DecisionPoint.FORM), None)
     more = [(d.share, [(c.name, c.arguments) for c in fmt.parse(d.reply).tool_calls])
             for d in result.decisions if d.point is DecisionPoint.MORE]
-    return Probe(case.id, case.category, call.share if call else None, more,
+    return Probe(case.id, case.category, call.share if call else None, form, more,
                  [(c.name, c.arguments) for c in result.tool_calls])
 
 
-def replay(p: Probe, call: float, more: float) -> Calls:
+def replay(p: Probe, call: float, more: float, form: float = 1.01) -> Calls:
     """The calls the reply would hold under these thresholds."""
     if p.error or p.call_share is None or p.call_share < call:
         return []
+    if p.form is not None and (p.form[0] is None or p.form[0] < form):
+        return p.form[1]
     for share, calls in p.more:
         if share is None or share < more:
             return calls
     return p.final
 
 
-def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float) -> dict[str, float]:
+def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float,
+              form: float) -> dict[str, float]:
     by: dict[str, list[bool]] = {}
     for p in probes:
         case = cases[p.case_id]
         schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
-        by.setdefault(p.category, []).append(check_calls(replay(p, call, more), case.expected, schemas).ok)
+        by.setdefault(p.category, []).append(check_calls(replay(p, call, more, form), case.expected, schemas).ok)
     return {category: sum(flags) / len(flags) for category, flags in by.items()}
 
 
@@ -96,17 +104,21 @@ def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, l
     whole grid as rows."""
     known = {c.id: c for c in cases}
     rows = []
+    forms = FORM_GRID if any(p.form is not None for p in probes) else (1.01,)
     for call in CALL_GRID:
         for more in MORE_GRID:
-            accuracy = _accuracy(probes, known, call, more)
-            rows.append({"call": call, "more": more, "mean": sum(accuracy.values()) / len(accuracy), **accuracy})
-    best = max(rows, key=lambda r: (round(r["mean"], 9), -r["call"], r["more"]))
-    return Decisions(call=best["call"], more=best["more"] if best["more"] <= 1 else None, distinct=True), rows
+            for form in forms:
+                accuracy = _accuracy(probes, known, call, more, form)
+                rows.append({"call": call, "more": more, "form": form, "mean": sum(accuracy.values()) / len(accuracy),
+                             **accuracy})
+    best = max(rows, key=lambda r: (round(r["mean"], 9), -r["call"], r["form"], r["more"]))
+    return Decisions(call=best["call"], more=best["more"] if best["more"] <= 1 else None,
+                     form=best["form"] if best["form"] <= 1 else None, distinct=True), rows
 
 
 def write_calibration(path: Path, decisions: Decisions, meta: dict[str, Any], rows: list[dict[str, Any]],
                       probes: Sequence[Probe]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "distinct")},
+    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "form", "distinct")},
             "meta": meta, "grid": rows, "probes": [asdict(p) for p in probes]}
     path.write_text(json.dumps(body, indent=1), encoding="utf-8")

@@ -65,6 +65,8 @@ def add_parser(sub: Any) -> None:
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
     bench.add_argument("--more-threshold", type=float, metavar="P", help="with --levers: the another-call threshold")
+    bench.add_argument("--form-threshold", type=float, metavar="P", help="with --levers: the parallel-form threshold "
+                       "(one list of calls; with more)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
                        "(needs matplotlib)")
@@ -202,12 +204,14 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         own = models[mode.model, mode.backend].decisions or Decisions()
         call = args.call_threshold if args.call_threshold is not None else own.call
         more = args.more_threshold if args.more_threshold is not None else own.more
+        form = args.form_threshold if args.form_threshold is not None else own.form
         if call is None or more is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
-                             "pass --call-threshold and --more-threshold")
+                             "pass --call-threshold and --more-threshold (and --form-threshold)")
         levers = {"greedy": Decisions(), f"call>={call:g}": Decisions(call=call), f"more>={more:g}": Decisions(more=more),
+                  **({f"form>={form:g}": Decisions(form=form, more=more)} if form is not None else {}),
                   "distinct": Decisions(distinct=True), "ground": Decisions(ground=True),
-                  "all": Decisions(call=call, more=more, distinct=True, ground=True)}
+                  "all": Decisions(call=call, more=more, form=form, distinct=True, ground=True)}
         out += [replace(mode, decisions=d, lever=name) for name, d in levers.items()]
     return out
 
@@ -223,8 +227,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--route-k applies to --pooled")
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
-    if (args.call_threshold is not None or args.more_threshold is not None) and not args.levers:
-        raise UsageError("--call-threshold and --more-threshold apply to --levers")
+    if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None) \
+            and not args.levers:
+        raise UsageError("--call-threshold, --more-threshold and --form-threshold apply to --levers")
     if args.plot:
         from ..bench._plot import plot_summary, pyplot
 

@@ -15,7 +15,8 @@ def add_parser(sub: Any) -> None:
         "calibrate", help="calibrate the call / another-call thresholds of a model on BFCL data",
         description="Ask BFCL cases (a calibration split: never the cases `localtools bench --sample 40` reports) "
         "with every decision probing, then pick the thresholds with the best mean accuracy over the categories: "
-        "call vs text under tool_choice auto, another call vs the end of the turn. They are written where `load` "
+        "call vs text under tool_choice auto, another call vs the end of the turn, the family's parallel form (one list) "
+        "vs single calls. They are written where `load` "
         "finds them for this model (see `--print-path`); `localtools bench --levers` reports them on the other split.")
     p.add_argument("model", nargs="?", help="catalog name or .gguf path (default: the default model)")
     p.add_argument("--backend", default="llama-cpp", choices=list(BACKENDS), help="in-process backend (default llama-cpp)")
@@ -52,16 +53,16 @@ def main(args: argparse.Namespace) -> int:
             step(case.id)
     decisions, rows = choose(probes, cases)
     table = Table(title=f"{name}: mean accuracy by threshold on {len(cases)} calibration cases (best first)")
-    for column in ("call", "more", "mean", *categories):
+    for column in ("call", "more", "form", "mean", *categories):
         table.add_column(column, justify="right")
     for row in sorted(rows, key=lambda r: -r["mean"])[:12]:
-        table.add_row(f"{row['call']:.2f}", f"{row['more']:.2f}", f"{row['mean']:.1%}",
+        table.add_row(f"{row['call']:.2f}", f"{row['more']:.2f}", f"{row['form']:.3f}", f"{row['mean']:.1%}",
                       *(f"{row[c]:.1%}" if c in row else "-" for c in categories))
     _common.print_table(table)
     failed = sum(1 for p in probes if p.error)
     if failed:
         print(f"note: {failed} cases ended in an error while probing (scored as no call)", file=sys.stderr)
-    print(f"chosen: call {decisions.call}, more {decisions.more}, distinct {decisions.distinct}")
+    print(f"chosen: call {decisions.call}, more {decisions.more}, form {decisions.form}, distinct {decisions.distinct}")
     if not args.dry_run:
         meta = {"model": name, "backend": args.backend, "categories": categories, "sample": args.sample,
                 "split": "calibration: seed 1 over the cases outside bench's --sample 40 --seed 0"}
