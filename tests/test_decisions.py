@@ -355,3 +355,24 @@ def test_the_form_decision_writes_the_calls_as_one_list_on_its_share(share: floa
     # Without the form decision the grammar offers no list.
     plain = Model(ScriptedBackend([FENCE_PARIS]), family="qwen2.5").reply_format([get_weather]).grammar
     assert plain is not None and not matches(plain, listed + "]\n```")
+
+
+def test_a_probe_reads_the_replies_of_every_form() -> None:
+    """Calibration probes a case once: the call share, the list's share (with the reply in single
+    calls it replaced), each further item's share with the calls the reply held then."""
+    from localtools.bench._bfcl import Case
+    from localtools.bench._calibrate import probe, replay
+
+    listed = "```json\n[" + ITEM.format("Paris")
+    both = listed + ", " + ITEM.format("London")
+    choices = {"": {"```": 0.8, "Hi": 0.2}, "```json\n": {'{"': 0.999, "[": 0.001},
+               listed: {"]": 0.7, ",": 0.3}, both: {"]": 0.99, ",": 0.01}}
+    backend = ScriptedBackend([FENCE_PARIS, listed + "]\n```", both + "]\n```"], choices=choices)
+    case = Case("parallel_0", "parallel", ASK, [get_weather.spec()],
+                [{"get_weather": {"city": ["Paris"]}}, {"get_weather": {"city": ["London"]}}])
+    p = probe(Model(backend, family="qwen2.5"), case)
+    assert p.call_share == pytest.approx(0.8) and p.form is not None and p.form[0] == pytest.approx(0.001)
+    assert p.form[1] == [("get_weather", {"city": "Paris"})]
+    assert [(round(s or 0, 3), len(calls)) for s, calls in p.more] == [(0.3, 1), (0.01, 2)]
+    assert replay(p, 0.5, 0.2, 0.0) == [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "London"})]
+    assert replay(p, 0.5, 0.5, 0.0) == [("get_weather", {"city": "Paris"})] == replay(p, 0.5, 0.2, 0.01)

@@ -27,7 +27,7 @@ __all__ = ["CALL_GRID", "FORM_GRID", "MORE_GRID", "Probe", "calibration_cases", 
 #: The thresholds tried (shares of the model's probability).
 CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 MORE_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.01)
-FORM_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.3, 1.01)
+FORM_GRID = (0.0, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.3, 1.01)
 #: Below this share no further call is probed (every higher threshold would stop there too).
 FLOOR = MORE_GRID[0]
 
@@ -61,7 +61,9 @@ def calibration_cases(cases: Sequence[Case], n: int, *, reported: int = 40) -> l
 def probe(model: Model, case: Case, *, max_tokens: int = 256) -> Probe:
     """``case`` asked with the call branch always taken and more calls while their share is at least ``FLOOR``."""
     decisions = Decisions(call=0.0, more=FLOOR, form=0.0, distinct=True)
-    fmt = model.reply_format(case.tools)
+    family = model.family
+    # Read with the parallel form too: the probe may write it.
+    fmt = model.reply_format(case.tools, forms=(*family.call_forms, *family.parallel_forms) or None)
     model.backend.drop_prompt_cache()
     try:
         result = model.chat(case.messages, case.tools, decisions=decisions, max_tokens=max_tokens)

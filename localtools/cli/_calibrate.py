@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     for column in ("call", "more", "form", "mean", *categories):
         table.add_column(column, justify="right")
     for row in sorted(rows, key=lambda r: -r["mean"])[:12]:
-        table.add_row(f"{row['call']:.2f}", f"{row['more']:.2f}", f"{row['form']:.3f}", f"{row['mean']:.1%}",
+        table.add_row(f"{row['call']:.2f}", f"{row['more']:.2f}", f"{row['form']:.4f}", f"{row['mean']:.1%}",
                       *(f"{row[c]:.1%}" if c in row else "-" for c in categories))
     _common.print_table(table)
     failed = sum(1 for p in probes if p.error)
