@@ -376,3 +376,23 @@ def test_a_probe_reads_the_replies_of_every_form() -> None:
     assert [(round(s or 0, 3), len(calls)) for s, calls in p.more] == [(0.3, 1), (0.01, 2)]
     assert replay(p, 0.5, 0.2, 0.0) == [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "London"})]
     assert replay(p, 0.5, 0.5, 0.0) == [("get_weather", {"city": "Paris"})] == replay(p, 0.5, 0.2, 0.01)
+
+
+@pytest.mark.parametrize(("drawn", "winner"), [
+    ([LONDON, LONDON], "London"),      # two of three agree on another call
+    ([LONDON, "It is sunny."], "Paris"),  # no majority: the first reply stands
+    ([PARIS, LONDON], "Paris"),
+])
+def test_samples_vote_on_their_calls(drawn: list[str], winner: str) -> None:
+    backend = ScriptedBackend([PARIS, *drawn])
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(samples=3, temperature=0.8))
+    assert [c.arguments["city"] for c in result.tool_calls] == [winner]
+    (vote,) = result.decisions
+    assert vote.point is DecisionPoint.VOTE and vote.calls == 3 and vote.taken is (winner != "Paris")
+    assert result.attempts == 3 and backend.grammars[1] is backend.grammars[0]
+
+
+def test_a_streamed_turn_is_not_voted_on() -> None:
+    model = Model(ScriptedBackend([PARIS]), family="qwen2.5")
+    events = list(model.stream(ASK, [get_weather], decisions=Decisions(samples=3)))
+    assert events[-1].result.tool_calls and events[-1].result.attempts == 1  # type: ignore[attr-defined]

@@ -39,6 +39,8 @@ class DecisionPoint(StrEnum):
     DISTINCT = "distinct"
     #: An optional argument whose value the conversation never mentions, left out.
     GROUND = "ground"
+    #: Self-consistency: the calls most of ``samples`` replies agree on.
+    VOTE = "vote"
 
 
 @dataclass(frozen=True)
@@ -56,7 +58,10 @@ class Decisions:
     result), or the schema's default; required arguments are never left out. ``k`` tokens of the
     distribution are read at each step, a token that fits both branches followed up to ``depth``
     tokens deep. Backends that cannot give their distribution (``Capabilities.next_tokens``)
-    decide greedily, and say so in the result.
+    decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
+    far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
+    calls most of them agree on (name and arguments, in any order; "no call" is one answer) win,
+    the first reply breaking ties. It works on every backend, on turns that are not streamed.
     """
 
     call: float | None = None
@@ -64,6 +69,9 @@ class Decisions:
     form: float | None = None
     distinct: bool = False
     ground: bool = False
+    samples: int = 1
+    temperature: float = 0.7
+    top_p: float = 0.95
     max_calls: int = 5
     k: int = 20
     depth: int = 3
@@ -73,13 +81,17 @@ class Decisions:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
+        if self.samples < 1 or not self.temperature > 0 or not 0 < self.top_p <= 1:
+            raise UsageError(f"Decisions needs samples of at least 1, a temperature above 0 and top_p in (0, 1], got "
+                             f"{self.samples}, {self.temperature}, {self.top_p}")
         if self.max_calls < 1 or self.k < 1 or self.depth < 1:
             raise UsageError(f"Decisions needs max_calls, k and depth of at least 1, got {self.max_calls}, {self.k}, "
                              f"{self.depth}")
 
     @property
     def active(self) -> bool:
-        return self.call is not None or self.more is not None or self.form is not None or self.distinct or self.ground
+        return self.call is not None or self.more is not None or self.form is not None or self.distinct or \
+            self.ground or self.samples > 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:

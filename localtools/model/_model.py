@@ -6,6 +6,7 @@ import json
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
 from functools import lru_cache, partial
@@ -132,9 +133,10 @@ class _Decoding:
         return self.live is not None and self.live.sent
 
     def generate(self, prompt: Prompt, *, grammar: Grammar | None, max_tokens: int, stop: list[str],
-                 repeat_penalty: float) -> Generation:
+                 repeat_penalty: float, sampling: Mapping[str, Any] | None = None) -> Generation:
+        """One generation; ``sampling`` (temperature, top_p, seed) replaces the request's."""
         gen = self.backend.generate(prompt, grammar=grammar, max_tokens=max_tokens, stop=stop,
-                                    repeat_penalty=repeat_penalty, **self._sampling, **self._extra)
+                                    repeat_penalty=repeat_penalty, **(sampling or self._sampling), **self._extra)
         self.attempts += 1
         self.completion_tokens += gen.generated
         self.decode_seconds += gen.decode_seconds
@@ -482,8 +484,11 @@ class Model:
         if source is None or decisions is None or fmt.reasoning:
             # No distribution to read, or a thought inside this generation: the greedy token decides.
             gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
+            voted: list[Decision] = []
+            if decisions is not None and constrained:
+                gen = self._vote(run, prompt, fmt, whole, gen, decisions, voted, max_tokens=max_tokens)
             return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
-                                decisions=decisions if constrained else None, messages=messages)
+                                decisions=decisions if constrained else None, made=voted, messages=messages)
 
         def variant(choice: str, calls: tuple[int, int] | None = None,
                     only: tuple[str, ...] | None = forms) -> ReplyFormat:
@@ -505,8 +510,34 @@ class Model:
                 variant = partial(variant, only=chosen)
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, variant, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls)
+        gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
+
+    def _vote(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, whole: ReplyFormat, gen: Generation,
+              decisions: Decisions, made: list[Decision], *, max_tokens: int) -> Generation:
+        """Self-consistency: ``gen`` and ``decisions.samples - 1`` replies drawn under ``fmt``'s
+        grammar vote on their calls (a set of call keys; "no call" is one answer); the most
+        common answer wins, ``gen`` (then the earliest) breaking ties. A sample cut inside a call
+        does not vote. Not on a streamed turn: a drawn text answer would stream as it is written."""
+        if decisions.samples <= 1 or run.live is not None:
+            return gen
+
+        def answer(g: Generation) -> tuple[str, ...]:
+            return tuple(sorted(call_key(c.name, c.arguments) for c in whole.parse(g.text).tool_calls))
+
+        replies = [gen]
+        for i in range(decisions.samples - 1):
+            drawn = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
+                                 repeat_penalty=1.0, sampling={"temperature": decisions.temperature,
+                                                               "top_p": decisions.top_p, "seed": i})
+            if not (drawn.finish_reason == "length" and fmt.cut_inside_call(drawn.text)):
+                replies.append(drawn)
+        votes = Counter(answer(r) for r in replies)
+        most = max(votes.values())
+        chosen = next(r for r in replies if votes[answer(r)] == most)
+        made.append(Decision(DecisionPoint.VOTE, most / len(replies), None, chosen is not gen, len(replies)))
+        return chosen
 
     def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
               thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
