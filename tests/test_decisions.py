@@ -394,5 +394,7 @@ def test_samples_vote_on_their_calls(drawn: list[str], winner: str) -> None:
 
 def test_a_streamed_turn_is_not_voted_on() -> None:
     model = Model(ScriptedBackend([PARIS]), family="qwen2.5")
-    events = list(model.stream(ASK, [get_weather], decisions=Decisions(samples=3)))
-    assert events[-1].result.tool_calls and events[-1].result.attempts == 1  # type: ignore[attr-defined]
+    from localtools import TurnDone
+
+    last = list(model.stream(ASK, [get_weather], decisions=Decisions(samples=3)))[-1]
+    assert isinstance(last, TurnDone) and last.result.tool_calls and last.result.attempts == 1
