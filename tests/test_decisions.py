@@ -304,7 +304,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
     args.more_threshold = 0.4
     out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
     assert out[0] is modes[0] and [m.lever for m in out[1:]] == [
-        "greedy", "call>=0.3", "more>=0.4", "distinct", "ground", "all"]
+        "greedy", "call>=0.3", "more>=0.4", "distinct", "ground", "samples=3", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
 

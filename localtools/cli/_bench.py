@@ -61,7 +61,7 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), distinct (a reply's repeated call left out), ground (optional arguments the "
-                       "conversation never mentions left out) and all of them; thresholds from "
+                       "conversation never mentions left out), samples=3 (three replies vote) and all of them but samples; thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
     bench.add_argument("--more-threshold", type=float, metavar="P", help="with --levers: the another-call threshold")
@@ -211,6 +211,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         levers = {"greedy": Decisions(), f"call>={call:g}": Decisions(call=call), f"more>={more:g}": Decisions(more=more),
                   **({f"form>={form:g}": Decisions(form=form, more=more)} if form is not None else {}),
                   "distinct": Decisions(distinct=True), "ground": Decisions(ground=True),
+                  "samples=3": Decisions(samples=3),
                   "all": Decisions(call=call, more=more, form=form, distinct=True, ground=True)}
         out += [replace(mode, decisions=d, lever=name) for name, d in levers.items()]
     return out
