@@ -398,3 +398,14 @@ def test_a_streamed_turn_is_not_voted_on() -> None:
 
     last = list(model.stream(ASK, [get_weather], decisions=Decisions(samples=3)))[-1]
     assert isinstance(last, TurnDone) and last.result.tool_calls and last.result.attempts == 1
+
+
+def test_real_weights_write_a_parallel_question_as_a_list_of_calls(qwen: Model) -> None:
+    """Qwen 0.5B writes one call for two cities when greedy; with the calls opened as a list
+    (form) and each further item decided (more), it writes both."""
+    greedy = qwen.chat(ASK, [get_weather], max_tokens=128)
+    assert len(greedy.tool_calls) == 1
+    result = qwen.chat(ASK, [get_weather], decisions=Decisions(form=0.0, more=0.02, distinct=True), max_tokens=128)
+    assert result.decisions[0].point is DecisionPoint.FORM and result.decisions[0].taken
+    assert result.raw.lstrip("`json\n").startswith("[")
+    assert sorted(c.arguments["city"] for c in result.tool_calls) == ["London", "Paris"]
