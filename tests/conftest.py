@@ -91,6 +91,15 @@ def require_backend(backend: str) -> None:
                     "test_each_backend_generates_in_a_child_process fails with the details")
 
 
+@pytest.fixture(autouse=True)
+def _no_calibration(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Thresholds `localtools calibrate` wrote on this machine stay out of every test's load()."""
+    import localtools.model._load
+
+    folder = tmp_path_factory.getbasetemp() / "calibration"
+    monkeypatch.setattr(localtools.model._load, "calibration_path", lambda model: folder / f"{Path(model).name}.json")
+
+
 @pytest.fixture
 def shared_loads(monkeypatch: pytest.MonkeyPatch) -> None:
     """``localtools.load``, the CLI's way in too, answers catalog names from ``load_once``."""

@@ -296,7 +296,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
         decisions: Decisions | None = None
 
     modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
-    args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None)
+    args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, lever=None)
     with pytest.raises(UsageError, match="calibrate"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     loaded = Loaded()
@@ -307,6 +307,11 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
         "greedy", "call>=0.3", "more>=0.4", "distinct", "ground", "samples=3", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
+    args.lever = ["greedy", "all"]
+    assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): loaded})[1:]] == ["greedy", "all"]
+    args.lever = ["fast"]
+    with pytest.raises(UsageError, match="not a lever"):
+        _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
 
 
 def test_in_a_list_of_calls_another_call_is_decided_before_the_closing_bracket() -> None:
@@ -409,3 +414,17 @@ def test_real_weights_write_a_parallel_question_as_a_list_of_calls(qwen: Model) 
     assert result.decisions[0].point is DecisionPoint.FORM and result.decisions[0].taken
     assert result.raw.lstrip("`json\n").startswith("[")
     assert sorted(c.arguments["city"] for c in result.tool_calls) == ["London", "Paris"]
+
+
+def test_load_reads_the_thresholds_calibrate_wrote(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json as json_
+
+    import localtools.model._load as load_module
+
+    monkeypatch.setattr(load_module, "calibration_path", lambda model: tmp_path / f"{model}.json")
+    assert load_module.calibrated("m") is None
+    (tmp_path / "m.json").write_text(json_.dumps({"decisions": {"call": 0.7, "more": 0.02, "form": 0.0001}}))
+    assert load_module.calibrated("m") == Decisions(call=0.7, more=0.02, form=0.0001)
+    (tmp_path / "m.json").write_text(json_.dumps({"decisions": {"call": 7}}))
+    with pytest.warns(UserWarning, match="not a calibration file"):
+        assert load_module.calibrated("m") is None

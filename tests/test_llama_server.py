@@ -57,7 +57,7 @@ def qwen(binary: Path) -> Iterator[RunningEngine]:
 
 
 def remote(engine: RunningEngine, model: str | None = None) -> Model:
-    return localtools.load(model, backend="llama-server", url=engine.url)
+    return localtools.load(model, backend="llama-server", url=engine.url, decisions=localtools.Decisions())
 
 
 def test_the_seed_scenario_through_the_agent(qwen: RunningEngine) -> None:
@@ -319,3 +319,22 @@ def test_characters_split_over_tokens_come_back_whole(qwen: RunningEngine) -> No
                                                                    max_tokens=32)
     assert gen.text == local.text == text
     assert gen.generated == len(local.tokens)
+
+
+def test_the_engine_gives_the_distribution_the_decisions_read(qwen: RunningEngine) -> None:
+    """llama-server's n_probs against the same weights in process: the same best tokens, close
+    shares, so a call decision comes out the same over the engine."""
+    from localtools import Decisions
+    from localtools.backends._base import NextTokens
+    from localtools.model._decide import DecisionPoint
+
+    engine, local = remote(engine=qwen), load_once("qwen2.5-coder-0.5b")
+    assert engine.backend.capabilities.next_tokens and isinstance(engine.backend, NextTokens)
+    question = [{"role": "user", "content": "What plan is customer cust-1001 on?"}]
+    prompt = engine.render(question, [get_customer])
+    far, near = engine.backend.next_tokens(prompt, k=5), local.backend.next_tokens(prompt, k=5)  # type: ignore[attr-defined]
+    assert [t.token for t in far[:2]] == [t.token for t in near[:2]]
+    assert abs(far[0].logprob - near[0].logprob) < 0.1
+    decided = engine.chat(question, [get_customer], decisions=Decisions(call=0.5, more=0.5), max_tokens=64)
+    call = decided.decisions[0]
+    assert call.point is DecisionPoint.CALL and call.share is not None and call.taken and decided.tool_calls

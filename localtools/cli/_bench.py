@@ -63,6 +63,8 @@ def add_parser(sub: Any) -> None:
                        "share), distinct (a reply's repeated call left out), ground (optional arguments the "
                        "conversation never mentions left out), samples=3 (three replies vote) and all of them but samples; thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
+    bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
+                       "greedy, call, more, form, distinct, ground, samples, all")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
     bench.add_argument("--more-threshold", type=float, metavar="P", help="with --levers: the another-call threshold")
     bench.add_argument("--form-threshold", type=float, metavar="P", help="with --levers: the parallel-form threshold "
@@ -213,7 +215,12 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                   "distinct": Decisions(distinct=True), "ground": Decisions(ground=True),
                   "samples=3": Decisions(samples=3),
                   "all": Decisions(call=call, more=more, form=form, distinct=True, ground=True)}
-        out += [replace(mode, decisions=d, lever=name) for name, d in levers.items()]
+        wanted = set(args.lever or ())
+        if unknown := wanted - {name.split(">")[0].split("=")[0] for name in levers}:
+            raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected greedy, call, more, form, "
+                             "distinct, ground, samples or all")
+        out += [replace(mode, decisions=d, lever=name) for name, d in levers.items()
+                if not wanted or name.split(">")[0].split("=")[0] in wanted]
     return out
 
 

@@ -72,7 +72,9 @@ def load(
                 f"the {backend} backend takes no option {', '.join(unknown)}; its options: {', '.join(options)}"
             )
     if isinstance(cls, type) and issubclass(cls, RemoteBackend):
-        return _load_remote(cls, model, family=family, template=template, download=download, options=backend_options)
+        remote = _load_remote(cls, model, family=family, template=template, download=download, options=backend_options)
+        remote.decisions = decisions if decisions is not None else calibrated(model) if model else None
+        return remote
     path, entry = resolve_model(model or default_model(), download=download)
     if entry is not None and backend not in entry.backends:
         raise UsageError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
