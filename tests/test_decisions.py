@@ -428,3 +428,19 @@ def test_load_reads_the_thresholds_calibrate_wrote(tmp_path: Any, monkeypatch: p
     (tmp_path / "m.json").write_text(json_.dumps({"decisions": {"call": 7}}))
     with pytest.warns(UserWarning, match="not a calibration file"):
         assert load_module.calibrated("m") is None
+
+
+def test_a_call_written_as_text_after_deciding_against_one_is_made_as_a_call() -> None:
+    """Decided against a call on its share, a text answer that reads as a call to an offered
+    tool is decoded again as a call; one to a tool nobody offered is barred as before."""
+    disguised = 'Sure: {"name": "get_weather", "arguments": {"city": "Paris"}}'
+    choices = {"": {"<tool_call>": 0.3, "Sure": 0.7}}
+    backend = ScriptedBackend([disguised, PARIS], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(call=0.5))
+    assert result.tool_calls and result.disguise_retries == 1
+    second = backend.grammars[1]
+    assert second is not None and not matches(second, "It is sunny.")
+    other = 'Sure: {"name": "get_time", "arguments": {}}'
+    backend = ScriptedBackend([other, "It is sunny."], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(call=0.5))
+    assert not result.tool_calls and result.content == "It is sunny."

@@ -386,7 +386,9 @@ class Model:
                 disguises += 1
                 if on_event is not None:
                     on_event(DisguiseCaught(disguises, name if name in offered else ""))
-                if disguise_retry is DisguiseRetry.REQUIRED:
+                overruled = any(d.point is DecisionPoint.CALL and not d.taken for d in result.decisions)
+                if disguise_retry is DisguiseRetry.REQUIRED or (overruled and name in offered):
+                    # Decided against a call on its share, the model wrote one to an offered tool anyway.
                     choice = "required"
                 else:
                     bars = (*bars, result.content[: at + 1])
