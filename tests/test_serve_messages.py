@@ -241,3 +241,17 @@ def test_no_body_gets_a_500(messages: Any, extra: dict[str, Any]) -> None:
     body = res.json() if not res.headers["content-type"].startswith("text/event-stream") else None
     if res.status_code != 200:
         assert body is not None and body["type"] == "error" and body["error"]["message"]
+
+
+def test_count_tokens_answers_a_template_that_refuses_with_a_4xx() -> None:
+    from localtools import Model, ScriptedBackend
+    from localtools.serve import ServerConfig, create_app
+
+    model = Model(ScriptedBackend([]), family="qwen2.5",
+                  template="{% if messages[0]['role'] != 'system' %}{{ raise_exception('a system message first') }}"
+                           "{% endif %}{{ messages[0]['content'] }}")
+    app = create_app(model, ServerConfig(model_name="m"))
+    res = post(app, {"model": "m", "messages": USER}, "/v1/messages/count_tokens")
+    assert 400 <= res.status_code < 500 and "system message first" in res.json()["error"]["message"]
+    fine = post(app, {"model": "m", "messages": USER, "system": "Be brief."}, "/v1/messages/count_tokens")
+    assert fine.status_code == 200 and fine.json()["input_tokens"] == len("Be brief.")

@@ -317,9 +317,10 @@ class _Routes:
             return self.error(400, "the request body nests arrays and objects too deeply to read", code="too_deep",
                               dialect=dialect)
 
-    async def request(self, http: Request, dialect: Dialect,
-                      parse: Callable[[Any], ChatRequest] | None = None) -> ChatRequest | Response:
-        """The request, read and checked as far as it can be without generating, or the error."""
+    async def request(self, http: Request, dialect: Dialect, parse: Callable[[Any], ChatRequest] | None = None, *,
+                      render: bool = True) -> ChatRequest | Response:
+        """The request, read and checked as far as it can be without generating, or the error;
+        ``render=False`` leaves the prompt to the caller (it renders it once, and answers its errors)."""
         body = await self.admitted(http, dialect)
         if not isinstance(body, _Body):
             return body
@@ -330,7 +331,8 @@ class _Routes:
             # Grammar and prompt problems (an unsupported schema, a template that refuses the
             # message order) are the request's fault; find them before queueing.
             self.model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)
-            self.model.render(request.messages, request.tools)
+            if render:
+                self.model.render(request.messages, request.tools)
         except BadRequest as exc:
             return self.error(400, str(exc), param=exc.param, code=exc.code, dialect=dialect)
         except LocalToolsError as exc:
@@ -352,12 +354,13 @@ class _Routes:
 
     async def count_tokens(self, http: Request) -> Response:
         """``POST /v1/messages/count_tokens``: the prompt's tokens, as the model would read them."""
-        request = await self.request(http, _MESSAGES, lambda body: parse_messages(body, need_max_tokens=False))
+        request = await self.request(http, _MESSAGES, lambda body: parse_messages(body, need_max_tokens=False),
+                                     render=False)
         if not isinstance(request, ChatRequest):
             return request
-        prompt = self.model.render(request.messages, request.tools, parallel_tool_calls=request.parallel_tool_calls,
-                                   tool_choice=request.tool_choice, thinking=request.thinking)
         try:
+            prompt = self.model.render(request.messages, request.tools, parallel_tool_calls=request.parallel_tool_calls,
+                                       tool_choice=request.tool_choice, thinking=request.thinking)
             ids = await asyncio.get_running_loop().run_in_executor(None, self.model.backend.tokenize, prompt)
         except LocalToolsError as exc:
             return self.failed(exc, _MESSAGES)
