@@ -444,3 +444,21 @@ def test_a_call_written_as_text_after_deciding_against_one_is_made_as_a_call() -
     backend = ScriptedBackend([other, "It is sunny."], choices=choices)
     result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(call=0.5))
     assert not result.tool_calls and result.content == "It is sunny."
+
+
+@pytest.mark.parametrize("flag", [True, False])
+def test_the_cli_greedy_flag_keeps_a_calibration_out(flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import localtools.model._load as load_module
+    from localtools.cli._common import load_model
+    from localtools.cli._main import build_parser
+
+    seen: dict[str, Any] = {}
+
+    def fake(model: Any = None, **options: Any) -> Model:
+        seen.update(options)
+        return Model(ScriptedBackend([]), family="qwen2.5")
+
+    monkeypatch.setattr(load_module, "load", fake)
+    args = build_parser().parse_args(["run", "hi", *(["--greedy"] if flag else [])])
+    load_model(args)
+    assert (seen.get("decisions") == Decisions()) is flag
