@@ -447,7 +447,7 @@ def test_a_call_written_as_text_after_deciding_against_one_is_made_as_a_call() -
 
 
 @pytest.mark.parametrize("flag", [True, False])
-def test_the_cli_greedy_flag_keeps_a_calibration_out(flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_cli_asks_for_the_calibration_only_with_its_flag(flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
     import localtools.model._load as load_module
     from localtools.cli._common import load_model
     from localtools.cli._main import build_parser
@@ -459,6 +459,24 @@ def test_the_cli_greedy_flag_keeps_a_calibration_out(flag: bool, monkeypatch: py
         return Model(ScriptedBackend([]), family="qwen2.5")
 
     monkeypatch.setattr(load_module, "load", fake)
-    args = build_parser().parse_args(["run", "hi", *(["--greedy"] if flag else [])])
+    args = build_parser().parse_args(["run", "hi", *(["--calibrated"] if flag else [])])
     load_model(args)
-    assert (seen.get("decisions") == Decisions()) is flag
+    assert (seen.get("decisions") == "calibrated") is flag
+
+
+def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json as json_
+
+    import localtools.model._load as load_module
+    from localtools.host._catalog import default_model
+
+    monkeypatch.setattr(load_module, "calibration_path", lambda model: tmp_path / f"{model}.json")
+    with pytest.raises(UsageError, match="localtools calibrate"):
+        load_module.load(decisions="calibrated", download=False)
+    (tmp_path / f"{default_model()}.json").write_text(json_.dumps({"decisions": {"call": 0.6}}))
+    monkeypatch.setattr(load_module, "resolve_model", lambda name, download=True: (tmp_path / "m.gguf", None))
+    monkeypatch.setattr(load_module, "backend_class", lambda name: lambda path, **kw: ScriptedBackend([]))
+    assert load_module.load(decisions="calibrated", family="qwen2.5").decisions == Decisions(call=0.6)
+    assert load_module.load(family="qwen2.5").decisions is None
+    with pytest.raises(UsageError, match="Decisions"):
+        load_module.load(decisions="greedy")  # type: ignore[arg-type]

@@ -16,8 +16,8 @@ def add_parser(sub: Any) -> None:
         description="Ask BFCL cases (a calibration split: never the cases `localtools bench --sample 40` reports) "
         "with every decision probing, then pick the thresholds with the best mean accuracy over the categories: "
         "call vs text under tool_choice auto, another call vs the end of the turn, the family's parallel form (one list) "
-        "vs single calls. They are written where `load` "
-        "finds them for this model (see `--print-path`); `localtools bench --levers` reports them on the other split.")
+        "vs single calls. They are written where `load(MODEL, decisions='calibrated')` and `run`/`serve --calibrated` "
+        "find them (see `--print-path`); `localtools bench --levers` reports them on the other split.")
     p.add_argument("model", nargs="?", help="catalog name or .gguf path (default: the default model)")
     p.add_argument("--backend", default="llama-cpp", choices=list(BACKENDS), help="in-process backend (default llama-cpp)")
     p.add_argument("--sample", type=int, default=20, metavar="N", help="calibration cases per category (default 20)")

@@ -85,9 +85,9 @@ def model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disguise-retry", choices=["bar", "required"],
                    help="when a text answer under auto reads as a call, decode again with that opening barred "
                    "(bar, default: the model may still answer in words) or as a call (required)")
-    p.add_argument("--greedy", action="store_true",
-                   help="decide call or text, list or single calls and another call by the greedy token, even where "
-                   "`localtools calibrate` wrote thresholds for this model (docs/decisions.md)")
+    p.add_argument("--calibrated", action="store_true",
+                   help="decide call or text, list or single calls and another call on the thresholds `localtools "
+                   "calibrate` wrote for this model instead of the greedy token (docs/decisions.md)")
     engine_args(p)
 
 
@@ -142,10 +142,8 @@ def load_model(args: argparse.Namespace) -> Any:
              "device": args.device, "dtype": args.dtype, "engine": args.engine, "mask": args.mask,
              "fast_forward": args.fast_forward}
     options = {k: v for k, v in given.items() if v is not None} | engine_options(args, args.backend)
-    if getattr(args, "greedy", False):
-        from ..model._decide import Decisions
-
-        options["decisions"] = Decisions()
+    if getattr(args, "calibrated", False):
+        options["decisions"] = "calibrated"
     model = load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
     model.strict_schema = bool(getattr(args, "strict_schema", False))
     set_disguise_retry(model, args)

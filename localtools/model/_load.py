@@ -6,7 +6,7 @@ import inspect
 import json
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from .._errors import ModelError, UsageError
 from ..backends import BACKENDS, ENGINES, backend_class
@@ -42,7 +42,7 @@ def load(
     family: str | None = None,
     template: str | None = None,
     download: bool = True,
-    decisions: Decisions | None = None,
+    decisions: Decisions | Literal["calibrated"] | None = None,
     **backend_options: Any,
 ) -> Model:
     """Load a catalog model (``localtools models list``) or a GGUF path.
@@ -59,9 +59,19 @@ def load(
     ``family=`` or the engine's chat template); a catalog name or a local copy of the weights
     names the family, and gives vLLM and SGLang the tokenizer.
 
-    ``decisions``: how the model decides where the grammar leaves a choice (``Decisions``);
-    ``None``: the thresholds ``localtools calibrate`` wrote for this model, if any, else greedy.
+    ``decisions``: how the model decides where the grammar leaves a choice (``Decisions``;
+    ``None``: greedy); ``"calibrated"``: the thresholds ``localtools calibrate`` wrote for this
+    model (``UsageError`` when it wrote none). Calibrated thresholds are asked for, never applied
+    unasked: how far they carry beyond their calibration split is in BENCHMARKS.md.
     """
+    if decisions == "calibrated":
+        name = model or default_model()
+        decisions = calibrated(name)
+        if decisions is None:
+            raise UsageError(f"no calibrated thresholds for {name}: run `localtools calibrate {name}` first "
+                             f"(they are kept at {calibration_path(name)})")
+    elif decisions is not None and not isinstance(decisions, Decisions):
+        raise UsageError(f"decisions must be a Decisions, 'calibrated' or None, got {decisions!r}")
     cls = backend_class(backend)
     accepted = inspect.signature(cls).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
@@ -73,13 +83,13 @@ def load(
             )
     if isinstance(cls, type) and issubclass(cls, RemoteBackend):
         remote = _load_remote(cls, model, family=family, template=template, download=download, options=backend_options)
-        remote.decisions = decisions if decisions is not None else calibrated(model) if model else None
+        remote.decisions = decisions
         return remote
     path, entry = resolve_model(model or default_model(), download=download)
     if entry is not None and backend not in entry.backends:
         raise UsageError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
     return Model(cls(path, **backend_options), family=family or (entry.family if entry else None), template=template,
-                 decisions=decisions if decisions is not None else calibrated(model or default_model()))
+                 decisions=decisions)
 
 
 def _load_remote(cls: Any, model: str | None, *, family: str | None, template: str | None, download: bool,
