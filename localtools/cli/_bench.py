@@ -210,17 +210,19 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         if call is None or more is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold and --more-threshold (and --form-threshold)")
-        levers = {"greedy": Decisions(), f"call>={call:g}": Decisions(call=call), f"more>={more:g}": Decisions(more=more),
-                  **({f"form>={form:g}": Decisions(form=form, more=more)} if form is not None else {}),
-                  "distinct": Decisions(distinct=True), "ground": Decisions(ground=True),
-                  "samples=3": Decisions(samples=3),
-                  "all": Decisions(call=call, more=more, form=form, distinct=True, ground=True)}
+        # Each lever by the name --lever takes: its label in the results, and how it decides.
+        levers = {"greedy": ("greedy", Decisions()), "call": (f"call>={call:g}", Decisions(call=call)),
+                  "more": (f"more>={more:g}", Decisions(more=more)),
+                  **({"form": (f"form>={form:g}", Decisions(form=form, more=more))} if form is not None else {}),
+                  "distinct": ("distinct", Decisions(distinct=True)), "ground": ("ground", Decisions(ground=True)),
+                  "samples": ("samples=3", Decisions(samples=3)),
+                  "all": ("all", Decisions(call=call, more=more, form=form, distinct=True, ground=True))}
         wanted = set(args.lever or ())
-        if unknown := wanted - {name.split(">")[0].split("=")[0] for name in levers}:
+        if unknown := wanted - set(levers):
             raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected greedy, call, more, form, "
                              "distinct, ground, samples or all")
-        out += [replace(mode, decisions=d, lever=name) for name, d in levers.items()
-                if not wanted or name.split(">")[0].split("=")[0] in wanted]
+        out += [replace(mode, decisions=d, lever=label) for key, (label, d) in levers.items()
+                if not wanted or key in wanted]
     return out
 
 

@@ -114,7 +114,7 @@ class Decision:
     taken: bool
     #: Calls in the reply when it was made (``MORE``), or the repeated call's position (``DISTINCT``).
     calls: int = 0
-    #: The reply's text when it was made (``MORE``): the reply the turn ends with if it is not taken.
+    #: The reply's text when it was made (``MORE``, ``FORM``): the reply the turn ends with if it is not taken.
     reply: str = ""
     #: The argument left out (``GROUND``): ``tool.argument``.
     argument: str = ""
@@ -158,14 +158,15 @@ def branch_shares(source: NextTokens, prompt: Prompt, reply: Sequence[int], text
 
 def decide(source: NextTokens, prompt: Prompt, point: DecisionPoint, threshold: float, first: Grammar | None,
            second: Grammar | None, decisions: Decisions, *, reply: Sequence[int] = (), text: str = "",
-           calls: int = 0) -> Decision:
+           calls: int = 0, whole: str = "") -> Decision:
     """Whether to take the ``first`` branch (its grammar) over the ``second`` after ``prompt`` and
-    ``reply``: when its share of the model's probability reaches ``threshold``. When no mass fits
-    either branch, the share is ``None`` and the first branch is not taken."""
+    ``reply`` (whose text is ``text``): when its share of the model's probability reaches
+    ``threshold``. When no mass fits either branch, the share is ``None`` and the first branch is
+    not taken. ``whole``: the finished reply the decision was made in, kept in the ``Decision``."""
     shares = branch_shares(source, prompt, reply, text, {"first": grammar_branch(first), "second": grammar_branch(second)},
                            k=decisions.k, depth=decisions.depth)
     share = shares.get("first")
-    return Decision(point, share, threshold, share is not None and share >= threshold, calls, text)
+    return Decision(point, share, threshold, share is not None and share >= threshold, calls, whole)
 
 
 #: A fork found this many characters before the branches part is too far back to decide on.
@@ -185,7 +186,16 @@ def fork(source: NextTokens, reply: Sequence[int], text: str, grammar: Grammar) 
             lo = mid
         else:
             hi = mid - 1
-    for i in range(len(reply), -1, -1):
+    # The last boundary whose text is no longer than that prefix, by bisection too (over an
+    # engine, each reading of a reply's text is a request): a token's text only lengthens it.
+    first, last = 0, len(reply)
+    while first < last:
+        mid = (first + last + 1) // 2
+        if len(source.reply_text(reply[:mid])) <= lo:
+            first = mid
+        else:
+            last = mid - 1
+    for i in range(first, -1, -1):
         so_far = source.reply_text(reply[:i])
         if len(so_far) <= lo and text.startswith(so_far):
             return (list(reply[:i]), so_far) if lo - len(so_far) <= _FORK_SLACK else None

@@ -525,9 +525,6 @@ class Model:
         if decisions.samples <= 1 or run.live is not None:
             return gen
 
-        def answer(g: Generation) -> tuple[str, ...]:
-            return tuple(sorted(call_key(c.name, c.arguments) for c in whole.parse(g.text).tool_calls))
-
         replies = [gen]
         for i in range(decisions.samples - 1):
             drawn = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
@@ -535,9 +532,11 @@ class Model:
                                                                "top_p": decisions.top_p, "seed": i})
             if not (drawn.finish_reason == "length" and fmt.cut_inside_call(drawn.text)):
                 replies.append(drawn)
-        votes = Counter(answer(r) for r in replies)
+        answers = [tuple(sorted(call_key(c.name, c.arguments) for c in whole.parse(r.text).tool_calls))
+                   for r in replies]
+        votes = Counter(answers)
         most = max(votes.values())
-        chosen = next(r for r in replies if votes[answer(r)] == most)
+        chosen = replies[next(i for i, a in enumerate(answers) if votes[a] == most)]
         made.append(Decision(DecisionPoint.VOTE, most / len(replies), None, chosen is not gen, len(replies)))
         return chosen
 
@@ -558,8 +557,8 @@ class Model:
         at = fork(source, gen.tokens, gen.text, single.grammar if written is fam.parallel_forms else lists.grammar)
         if at is None:
             return gen, written
-        made.append(replace(decide(source, prompt, DecisionPoint.FORM, decisions.form, lists.grammar, single.grammar,
-                                   decisions, reply=at[0], text=at[1]), reply=gen.text))
+        made.append(decide(source, prompt, DecisionPoint.FORM, decisions.form, lists.grammar, single.grammar,
+                           decisions, reply=at[0], text=at[1], whole=gen.text))
         chosen = fam.parallel_forms if made[-1].taken else singles
         if chosen == written:
             return gen, written
@@ -591,8 +590,7 @@ class Model:
             if at is None:
                 break
             made.append(decide(source, prompt, DecisionPoint.MORE, decisions.more, more.grammar, exact.grammar,
-                               decisions, reply=at[0], text=at[1], calls=n))
-            made[-1] = replace(made[-1], reply=gen.text)
+                               decisions, reply=at[0], text=at[1], calls=n, whole=gen.text))
             if not made[-1].taken:
                 break
             longer = None
