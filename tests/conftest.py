@@ -76,8 +76,7 @@ def load_once(name: str, backend: str = "llama-cpp", **options: Any) -> localtoo
     ``test_each_backend_generates_in_a_child_process`` reports as a failure.
     """
     require_backend(backend)
-    # Greedy unless a test asks: thresholds `localtools calibrate` wrote on this machine stay out.
-    options = {**_options(backend), "decisions": localtools.Decisions(), **options}
+    options = {**_options(backend), **options}
     key = (name, backend, json.dumps(options, sort_keys=True, default=str))
     if key not in _loaded:
         _loaded[key] = _LOAD(name, backend=backend, **options)
@@ -89,15 +88,6 @@ def require_backend(backend: str) -> None:
     if not result.ok:
         pytest.skip(f"{backend} cannot generate on this machine ({result.describe()}); "
                     "test_each_backend_generates_in_a_child_process fails with the details")
-
-
-@pytest.fixture(autouse=True)
-def _no_calibration(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Thresholds `localtools calibrate` wrote on this machine stay out of every test's load()."""
-    import localtools.model._load
-
-    folder = tmp_path_factory.getbasetemp() / "calibration"
-    monkeypatch.setattr(localtools.model._load, "calibration_path", lambda model: folder / f"{Path(model).name}.json")
 
 
 @pytest.fixture

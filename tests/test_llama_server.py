@@ -57,7 +57,7 @@ def qwen(binary: Path) -> Iterator[RunningEngine]:
 
 
 def remote(engine: RunningEngine, model: str | None = None) -> Model:
-    return localtools.load(model, backend="llama-server", url=engine.url, decisions=localtools.Decisions())
+    return localtools.load(model, backend="llama-server", url=engine.url)
 
 
 def test_the_seed_scenario_through_the_agent(qwen: RunningEngine) -> None:
