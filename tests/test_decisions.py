@@ -3,8 +3,10 @@ another call or the end, a repeated call left out (``Decisions``)."""
 
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -286,7 +288,8 @@ def test_calibration_replays_thresholds_and_picks_the_best_pair() -> None:
     assert decisions.form is not None and decisions.form <= 0.02
 
 
-def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
+def test_bench_levers_run_each_lever_on_the_same_constrained_modes(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse
 
     from localtools.bench import Mode
@@ -312,6 +315,16 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes() -> None:
     args.lever = ["fast"]
     with pytest.raises(UsageError, match="not a lever"):
         _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
+    # A model loaded greedily (as the bench loads it) is measured on the thresholds calibrate wrote.
+    monkeypatch.setenv("LOCALTOOLS_CACHE", str(tmp_path))
+    from localtools.model._load import calibration_path
+
+    calibration_path("m").parent.mkdir(parents=True)
+    calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "more": 0.1, "form": 0.001}}))
+    args.lever, args.more_threshold = ["form", "all"], None
+    out = _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    assert [m.lever for m in out[1:]] == ["form>=0.001", "all"]
+    assert out[-1].decisions == Decisions(call=0.6, more=0.1, form=0.001, distinct=True, ground=True)
 
 
 def test_in_a_list_of_calls_another_call_is_decided_before_the_closing_bracket() -> None:

@@ -197,13 +197,15 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
     from dataclasses import replace
 
     from ..model._decide import Decisions
+    from ..model._load import calibrated
 
     out = []
     for mode in modes:
         if not mode.constrained:
             out.append(mode)
             continue
-        own = models[mode.model, mode.backend].decisions or Decisions()
+        # The levers are measured on the thresholds `calibrate` wrote, asked for here by --levers itself.
+        own = models[mode.model, mode.backend].decisions or calibrated(mode.model) or Decisions()
         call = args.call_threshold if args.call_threshold is not None else own.call
         more = args.more_threshold if args.more_threshold is not None else own.more
         form = args.form_threshold if args.form_threshold is not None else own.form
