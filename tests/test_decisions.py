@@ -288,6 +288,23 @@ def test_calibration_replays_thresholds_and_picks_the_best_pair() -> None:
     assert decisions.form is not None and decisions.form <= 0.02
 
 
+def test_the_call_curve_counts_calls_where_one_is_expected_and_where_none_is(tmp_path: Path) -> None:
+    from localtools.bench._bfcl import Case
+    from localtools.bench._calibrate import Probe, call_curve
+
+    cases = [Case(f"c{i}", "multiple", [], [], [{"w": {}}]) for i in range(3)] + \
+        [Case(f"i{i}", "irrelevance", [], [], []) for i in range(2)]
+    shares = {"c0": 0.95, "c1": 0.6, "c2": None, "i0": 0.55, "i1": 0.1}  # c2: the probe failed
+    curve = call_curve([Probe(k, "x", v) for k, v in shares.items()], cases, thresholds=(0.05, 0.5, 0.58, 0.9))
+    assert [(r["needed_called"], r["unneeded_called"]) for r in curve] == [(2, 2), (2, 1), (2, 0), (1, 0)]
+    assert {(r["needed"], r["unneeded"]) for r in curve} == {(3, 2)}
+    pytest.importorskip("matplotlib")
+    from localtools.bench._plot import plot_call_curve
+
+    png = plot_call_curve(curve, tmp_path / "curve.png", chosen=0.58, title="t")
+    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
 def test_bench_levers_run_each_lever_on_the_same_constrained_modes(tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     import argparse

@@ -22,7 +22,8 @@ from ..model._model import Model
 from ._bfcl import Case, sample
 from ._checker import check_calls
 
-__all__ = ["CALL_GRID", "FORM_GRID", "MORE_GRID", "Probe", "calibration_cases", "choose", "probe", "replay", "write_calibration"]
+__all__ = ["CALL_GRID", "FORM_GRID", "MORE_GRID", "Probe", "calibration_cases", "call_curve", "choose", "probe", "replay",
+           "write_calibration"]
 
 #: The thresholds tried (shares of the model's probability).
 CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -118,9 +119,23 @@ def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, l
                      form=best["form"] if best["form"] <= 1 else None, distinct=True), rows
 
 
+def call_curve(probes: Sequence[Probe], cases: Iterable[Case],
+               thresholds: Sequence[float] = CALL_GRID) -> list[dict[str, Any]]:
+    """The call decision's curve: per threshold, how many of the cases that expect a call still
+    call, and how many of those that expect none (no fitting tool) call anyway."""
+    expects = {c.id: bool(c.expected) for c in cases}
+    # A probe that failed made no decision: it is counted in neither column's calls.
+    read = [(p.call_share, expects[p.case_id]) for p in probes if p.case_id in expects]
+    needed = sum(1 for _, wants in read if wants)
+    return [{"threshold": t,
+             "needed": needed, "needed_called": sum(1 for s, w in read if w and s is not None and s >= t),
+             "unneeded": len(read) - needed,
+             "unneeded_called": sum(1 for s, w in read if not w and s is not None and s >= t)} for t in thresholds]
+
+
 def write_calibration(path: Path, decisions: Decisions, meta: dict[str, Any], rows: list[dict[str, Any]],
-                      probes: Sequence[Probe]) -> None:
+                      probes: Sequence[Probe], curve: Sequence[dict[str, Any]] = ()) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "form", "distinct")},
-            "meta": meta, "grid": rows, "probes": [asdict(p) for p in probes]}
+            "meta": meta, "grid": rows, "curve": list(curve), "probes": [asdict(p) for p in probes]}
     path.write_text(json.dumps(body, indent=1), encoding="utf-8")

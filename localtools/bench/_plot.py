@@ -7,7 +7,7 @@ from typing import Any
 
 from .._errors import MissingDependency
 
-__all__ = ["plot_summary", "pyplot"]
+__all__ = ["plot_call_curve", "plot_summary", "pyplot"]
 
 
 def pyplot() -> Any:
@@ -53,6 +53,34 @@ def plot_summary(rows: list[dict[str, Any]], path: str | Path, *, title: str = "
     lat_ax.set_xticks(range(len(categories)), categories, rotation=15, ha="right")
     if title:
         fig.suptitle(title)
+    fig.tight_layout()
+    out = Path(path)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def plot_call_curve(curve: list[dict[str, Any]], path: str | Path, *, chosen: float | None = None,
+                    title: str = "") -> Path:
+    """The call decision per threshold: the share of cases that expect a call and still call,
+    against the share of cases that expect none and call anyway (lower is better)."""
+    plt = pyplot()
+
+    xs = [r["threshold"] for r in curve]
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    ax.plot(xs, [100 * r["needed_called"] / max(r["needed"], 1) for r in curve], marker="o",
+            label=f"calls where one is expected ({curve[0]['needed'] if curve else 0} cases)")
+    ax.plot(xs, [100 * r["unneeded_called"] / max(r["unneeded"], 1) for r in curve], marker="s",
+            label=f"calls where none is expected ({curve[0]['unneeded'] if curve else 0} cases)")
+    if chosen is not None:
+        ax.axvline(chosen, color="grey", linestyle="--", linewidth=0.8, label=f"chosen {chosen:g}")
+    ax.set_xlabel("call threshold (the call branch's share of the model's probability)")
+    ax.set_ylabel("cases that call (%)")
+    ax.set_ylim(0, 105)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small")
+    if title:
+        ax.set_title(title)
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=110)

@@ -24,6 +24,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--category", action="append", metavar="C",
                    help="simple_python, multiple, parallel, parallel_multiple, irrelevance (repeatable; default all five)")
     p.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
+    p.add_argument("--plot", metavar="FILE.png", help="also draw the call decision's curve (needs matplotlib)")
     p.add_argument("--dry-run", action="store_true", help="print the thresholds and the curve, write nothing")
     p.add_argument("--print-path", action="store_true", help="print where the thresholds are kept for MODEL and exit")
 
@@ -32,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ..bench import CATEGORIES, bfcl_data_dir, load_cases
-    from ..bench._calibrate import calibration_cases, choose, probe, write_calibration
+    from ..bench._calibrate import calibration_cases, call_curve, choose, probe, write_calibration
     from ..host._catalog import default_model
     from ..model._decide import Decisions
     from ..model._load import calibration_path, load
@@ -42,6 +43,10 @@ def main(args: argparse.Namespace) -> int:
     if args.print_path:
         print(path)
         return 0
+    if args.plot:
+        from ..bench._plot import pyplot
+
+        pyplot()  # an install hint before the run, not after it
     folder = bfcl_data_dir()
     categories = args.category or list(CATEGORIES)
     cases = [c for category in categories for c in calibration_cases(load_cases(folder, category), args.sample)]
@@ -59,6 +64,14 @@ def main(args: argparse.Namespace) -> int:
         table.add_row(f"{row['call']:.2f}", f"{row['more']:.2f}", f"{row['form']:.4f}", f"{row['mean']:.1%}",
                       *(f"{row[c]:.1%}" if c in row else "-" for c in categories))
     _common.print_table(table)
+    curve = call_curve(probes, cases)
+    table = Table(title="the call decision: cases that call, per threshold")
+    for column in ("call threshold", "expect a call: called", "expect none: called"):
+        table.add_column(column, justify="right")
+    for point in curve:
+        table.add_row(f"{point['threshold']:.2f}", f"{point['needed_called']} / {point['needed']}",
+                      f"{point['unneeded_called']} / {point['unneeded']}")
+    _common.print_table(table)
     failed = sum(1 for p in probes if p.error)
     if failed:
         print(f"note: {failed} cases ended in an error while probing (scored as no call)", file=sys.stderr)
@@ -66,6 +79,11 @@ def main(args: argparse.Namespace) -> int:
     if not args.dry_run:
         meta = {"model": name, "backend": args.backend, "categories": categories, "sample": args.sample,
                 "split": "calibration: seed 1 over the cases outside bench's --sample 40 --seed 0"}
-        write_calibration(path, decisions, meta, rows, probes)
+        write_calibration(path, decisions, meta, rows, probes, curve)
         print(f"wrote {path}")
+    if args.plot:
+        from ..bench._plot import plot_call_curve
+
+        plot_call_curve(curve, args.plot, chosen=decisions.call, title=f"{name}: call or text, {len(cases)} cases")
+        print(f"wrote {args.plot}")
     return 0
