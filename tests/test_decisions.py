@@ -305,8 +305,8 @@ def test_the_call_curve_counts_calls_where_one_is_expected_and_where_none_is(tmp
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
-def test_bench_levers_run_each_lever_on_the_same_constrained_modes(tmp_path: Path,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
 
     from localtools.bench import Mode
@@ -316,7 +316,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(tmp_path: Pat
         decisions: Decisions | None = None
 
     modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
-    args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, lever=None)
+    args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, lever=None, samples=None)
     with pytest.raises(UsageError, match="calibrate"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     loaded = Loaded()
@@ -329,6 +329,15 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(tmp_path: Pat
     assert len({m.label for m in out}) == len(out)
     args.lever = ["greedy", "all"]
     assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): loaded})[1:]] == ["greedy", "all"]
+    args.lever, args.samples = ["samples"], [3, 5, 3]
+    assert [(m.lever, m.decisions.samples) for m in _lever_modes(args, modes, {("m", "llama-cpp"): loaded})[1:]] == [
+        ("samples=3", 3), ("samples=5", 5)]
+    from localtools.cli import main
+
+    assert main(["bench", "--levers", "--samples", "1"]) == 2
+    assert "2 or more replies" in capsys.readouterr().err
+    assert main(["bench", "--samples", "3"]) == 2
+    assert "apply to --levers" in capsys.readouterr().err
     args.lever = ["fast"]
     with pytest.raises(UsageError, match="not a lever"):
         _lever_modes(args, modes, {("m", "llama-cpp"): loaded})

@@ -61,10 +61,13 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), distinct (a reply's repeated call left out), ground (optional arguments the "
-                       "conversation never mentions left out), samples=3 (three replies vote) and all of them but samples; thresholds from "
+                       "conversation never mentions left out), samples=N (N replies vote; --samples) and all of them but samples; "
+                       "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
                        "greedy, call, more, form, distinct, ground, samples, all")
+    bench.add_argument("--samples", type=int, action="append", metavar="N",
+                       help="with --levers: the samples lever once per N (repeatable; default 3)")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
     bench.add_argument("--more-threshold", type=float, metavar="P", help="with --levers: the another-call threshold")
     bench.add_argument("--form-threshold", type=float, metavar="P", help="with --levers: the parallel-form threshold "
@@ -213,18 +216,18 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold and --more-threshold (and --form-threshold)")
         # Each lever by the name --lever takes: its label in the results, and how it decides.
-        levers = {"greedy": ("greedy", Decisions()), "call": (f"call>={call:g}", Decisions(call=call)),
-                  "more": (f"more>={more:g}", Decisions(more=more)),
-                  **({"form": (f"form>={form:g}", Decisions(form=form, more=more))} if form is not None else {}),
-                  "distinct": ("distinct", Decisions(distinct=True)), "ground": ("ground", Decisions(ground=True)),
-                  "samples": ("samples=3", Decisions(samples=3)),
-                  "all": ("all", Decisions(call=call, more=more, form=form, distinct=True, ground=True))}
+        levers = {"greedy": [("greedy", Decisions())], "call": [(f"call>={call:g}", Decisions(call=call))],
+                  "more": [(f"more>={more:g}", Decisions(more=more))],
+                  **({"form": [(f"form>={form:g}", Decisions(form=form, more=more))]} if form is not None else {}),
+                  "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
+                  "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
+                  "all": [("all", Decisions(call=call, more=more, form=form, distinct=True, ground=True))]}
         wanted = set(args.lever or ())
         if unknown := wanted - set(levers):
             raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected greedy, call, more, form, "
                              "distinct, ground, samples or all")
-        out += [replace(mode, decisions=d, lever=label) for key, (label, d) in levers.items()
-                if not wanted or key in wanted]
+        out += [replace(mode, decisions=d, lever=label) for key, each in levers.items() if not wanted or key in wanted
+                for label, d in each]
     return out
 
 
@@ -239,9 +242,11 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--route-k applies to --pooled")
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
-    if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None) \
-            and not args.levers:
-        raise UsageError("--call-threshold, --more-threshold and --form-threshold apply to --levers")
+    if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None
+            or args.samples) and not args.levers:
+        raise UsageError("--call-threshold, --more-threshold, --form-threshold and --samples apply to --levers")
+    if any(n < 2 for n in args.samples or ()):
+        raise UsageError(f"--samples takes 2 or more replies to vote, got {min(args.samples)}")
     if args.plot:
         from ..bench._plot import plot_summary, pyplot
 
