@@ -139,24 +139,21 @@ def _system(raw: Any) -> str:
     raise BadRequest("'system' must be a string or a list of text blocks", "system")
 
 
+def _function_tool(i: int, tool: Any) -> dict[str, Any]:
+    if not isinstance(tool, dict):
+        raise BadRequest(f"tools[{i}] must be an object with 'name' and 'input_schema'", f"tools[{i}]")
+    if tool.get("type", "custom") != "custom":
+        raise BadRequest(f"tools[{i}] is the server tool {tool.get('type')!r}, which this server does not have; "
+                         "describe it as a custom tool with an input_schema", f"tools[{i}].type", "unsupported_tool")
+    if "input_schema" not in tool:
+        raise BadRequest(f"tools[{i}] needs an 'input_schema'", f"tools[{i}].input_schema")
+    return {"type": "function", "function": {"name": tool.get("name"), "description": tool.get("description"),
+                                             "parameters": tool["input_schema"]}}
+
+
 def _function_tools(raw: Any) -> list[dict[str, Any]]:
     """Messages tools as chat-completions tools, checked as those are (their errors say ``input_schema``)."""
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise BadRequest(f"'tools' must be a list of tools, got {type(raw).__name__}", "tools")
-    specs = []
-    for i, tool in enumerate(raw):
-        if not isinstance(tool, dict):
-            raise BadRequest(f"tools[{i}] must be an object with 'name' and 'input_schema'", f"tools[{i}]")
-        if tool.get("type", "custom") != "custom":
-            raise BadRequest(f"tools[{i}] is the server tool {tool.get('type')!r}, which this server does not have; "
-                             "describe it as a custom tool with an input_schema", f"tools[{i}].type", "unsupported_tool")
-        if "input_schema" not in tool:
-            raise BadRequest(f"tools[{i}] needs an 'input_schema'", f"tools[{i}].input_schema")
-        specs.append({"type": "function", "function": {"name": tool.get("name"), "description": tool.get("description"),
-                                                       "parameters": tool["input_schema"]}})
-    return _tools_as(specs, [(".function.parameters", ".input_schema"), (".function", "")])
+    return _tools_as(raw, _function_tool, [(".function.parameters", ".input_schema"), (".function", "")])
 
 
 def _tool_choice(raw: Any, tools: list[dict[str, Any]]) -> tuple[str, bool]:

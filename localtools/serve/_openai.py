@@ -140,9 +140,16 @@ def _tools(raw: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _tools_as(specs: list[dict[str, Any]], renames: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
-    """``_tools`` for another dialect's tools, put into chat-completions form: its errors name the
-    fields as that dialect spells them (each ``(ours, theirs)`` of ``renames``, in order)."""
+def _tools_as(raw: Any, one: Callable[[int, Any], dict[str, Any]],
+              renames: Sequence[tuple[str, str]]) -> list[dict[str, Any]]:
+    """Another dialect's ``tools``, each put into chat-completions form by ``one(i, tool)`` (which
+    refuses what the dialect cannot have), then checked as ``_tools`` checks ours: its errors name
+    the fields as that dialect spells them (each ``(ours, theirs)`` of ``renames``, in order)."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise BadRequest(f"'tools' must be a list of tools, got {type(raw).__name__}", "tools")
+    specs = [one(i, tool) for i, tool in enumerate(raw)]
     try:
         return _tools(specs)
     except BadRequest as exc:

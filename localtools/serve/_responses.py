@@ -123,20 +123,17 @@ def _input(raw: Any, instructions: str, previous: list[dict[str, Any]]) -> list[
     return out
 
 
+def _function_tool(i: int, tool: Any) -> dict[str, Any]:
+    if not isinstance(tool, dict) or tool.get("type") != "function":
+        kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
+        raise BadRequest(f"tools[{i}] is a {kind!r} tool, which this server does not have; only function tools "
+                         "are supported", f"tools[{i}].type", "unsupported_tool")
+    return {"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters") if k in tool}}
+
+
 def _function_tools(raw: Any) -> list[dict[str, Any]]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise BadRequest(f"'tools' must be a list of tools, got {type(raw).__name__}", "tools")
-    specs = []
-    for i, tool in enumerate(raw):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
-            raise BadRequest(f"tools[{i}] is a {kind!r} tool, which this server does not have; only function tools "
-                             "are supported", f"tools[{i}].type", "unsupported_tool")
-        specs.append({"type": "function", "function": {k: tool[k] for k in ("name", "description", "parameters")
-                                                       if k in tool}})
-    return _tools_as(specs, [(".function", "")])
+    """Responses tools (flat: ``{"type": "function", "name", "parameters"}``) as chat-completions tools."""
+    return _tools_as(raw, _function_tool, [(".function", "")])
 
 
 #: Responses name one tool flat: {"type": "function", "name": ...}.
