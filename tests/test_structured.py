@@ -110,6 +110,35 @@ def test_a_streamed_structured_answer_is_sent_only_once_it_passes() -> None:
     assert isinstance(done, TurnDone) and done.result.content == text
 
 
+def test_a_streamed_turn_is_checked_once_for_its_gate_and_its_repairs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The stream's gate and the repair loop read one verdict per answer and per call."""
+    from localtools.model import _model, _stream
+
+    seen: list[str] = []
+
+    def counted(real: Any, what: str) -> Any:
+        def wrapper(*args: Any) -> Any:
+            seen.append(what)
+            return real(*args)
+        return wrapper
+
+    monkeypatch.setattr(_stream, "answer_violations", counted(_stream.answer_violations, "answer"))
+    monkeypatch.setattr(_model, "violations", counted(_model.violations, "call"))
+    model = qwen(['{"tags": ["x", "x"]}', '{"tags": ["x", "y"]}'])
+    list(model.stream([{"role": "user", "content": "Tags?"}], answer_schema=TAGS))
+    assert seen == ["answer", "answer"]  # the refused answer, then its repair: each once
+    seen.clear()
+    def tag(*tags: str) -> str:
+        return '<tool_call>\n{"name": "tag", "arguments": ' + json.dumps({"tags": list(tags)}) + '}\n</tool_call>'
+
+    tool = {"type": "function", "function": {"name": "tag", "parameters": TAGS}}
+    events = list(qwen([tag("x", "x"), tag("x", "y")]).stream([{"role": "user", "content": "Tag it"}], [tool],
+                                                             tool_choice="required"))
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.tool_calls[0].arguments == {"tags": ["x", "y"]}
+    assert seen.count("call") == 2  # the refused call, then its repair: each once
+
+
 def test_free_decoding_cannot_promise_a_structured_answer() -> None:
     with pytest.raises(UsageError, match="constrained"):
         qwen(["{}"]).chat([{"role": "user", "content": "x"}], answer_schema=PLAN, constrained=False)

@@ -32,7 +32,7 @@ from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_gra
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
 from ._decide import Decision, DecisionPoint, Decisions, conversation_text, decide, distinct, fork, ungrounded
-from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnDone, answer_violations
+from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnCheck, TurnDone
 from ._turn import ChatResult
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
@@ -367,12 +367,14 @@ class Model:
                                                                   "is in the conversation")]
             return found
 
+        # One verdict per call and per answer: a streamed turn's gate and this loop share them.
+        checked = TurnCheck(check, answer_schema)
         history, choice = list(messages), tool_choice
         offered = frozenset(schemas)
         bars: tuple[str, ...] = ()
         repairs = disguises = 0
         while True:
-            result = self._turn(history, specs, check=check, bars=bars, **{**options, "tool_choice": choice})
+            result = self._turn(history, specs, check=checked, bars=bars, **{**options, "tool_choice": choice})
             # A structured answer is JSON of the asked shape, read as JSON, never for calls.
             disguise = first_disguise(result.content, offered) \
                 if choice == "auto" and specs and answer_schema is None else None
@@ -393,9 +395,9 @@ class Model:
                 else:
                     bars = (*bars, result.content[: at + 1])
                 continue
-            found = [check(call) for call in result.tool_calls]
+            found = [checked.call(call) for call in result.tool_calls]
             bad = [v for each in found for v in each]
-            answer_bad = answer_violations(result, answer_schema)
+            answer_bad = checked.answer(result)
             bad += answer_bad
             if not bad:
                 return replace(result, schema_repairs=repairs, disguise_retries=disguises) if repairs or disguises \
@@ -433,7 +435,7 @@ class Model:
         reasoning_budget: int | None = None,
         template_kwargs: Mapping[str, Any] | None = None,
         on_event: Callable[[StreamEvent], None] | None = None,
-        check: Callable[[ToolCall], Sequence[Violation]] | None = None,
+        check: TurnCheck | None = None,
         bars: Sequence[str] = (),
         answer_schema: Mapping[str, Any] | None = None,
         decisions: Decisions | None = None,

@@ -31,7 +31,7 @@ from ..grammar._check import Violation, violations
 from ._turn import ChatResult
 
 __all__ = ["ANSWER", "DisguiseCaught", "ReasoningDelta", "ReplyStream", "SchemaRepair", "StreamEvent", "TextDelta", "ToolCallDelta",
-           "ToolCallDone", "ToolCallStarted", "TurnDone", "answer_violations", "relay"]
+           "ToolCallDone", "ToolCallStarted", "TurnCheck", "TurnDone", "answer_violations", "relay"]
 
 
 @dataclass(frozen=True)
@@ -141,6 +141,28 @@ def answer_violations(result: ChatResult, schema: Any) -> list[Violation]:
     return violations(ANSWER, schema, value)
 
 
+class TurnCheck:
+    """What a turn's calls and its structured answer break, each worked out once: a streamed
+    turn is checked before anything of it is sent, and the repair loop reads the same verdicts."""
+
+    def __init__(self, call: Callable[[ToolCall], Sequence[Violation]], answer_schema: Any) -> None:
+        self._call, self._schema = call, answer_schema
+        # By object identity (the object is kept, so its id is not reused while it is here).
+        self._calls: dict[int, tuple[ToolCall, list[Violation]]] = {}
+        self._answer: tuple[ChatResult, list[Violation]] | None = None
+
+    def call(self, call: ToolCall) -> list[Violation]:
+        seen = self._calls.get(id(call))
+        if seen is None or seen[0] is not call:
+            seen = self._calls[id(call)] = (call, list(self._call(call)))
+        return seen[1]
+
+    def answer(self, result: ChatResult) -> list[Violation]:
+        if self._answer is None or self._answer[0] is not result:
+            self._answer = (result, answer_violations(result, self._schema))
+        return self._answer[1]
+
+
 #: Characters that may open a call in free output (the tolerant parser reads JSON, tags and
 #: fences anywhere): free text is streamed up to the first of them, the rest once the turn ends.
 _FREE_RISKY = "{[<`"
@@ -155,11 +177,12 @@ class ReplyStream:
     parsed turn sends what was held back and the calls."""
 
     def __init__(self, fmt: ReplyFormat, emit: Callable[[StreamEvent], None], stop: Sequence[str] = (),
-                 check: Callable[[ToolCall], Sequence[Violation]] | None = None) -> None:
+                 check: TurnCheck | None = None) -> None:
         self.fmt, self.emit, self.stop = fmt, emit, tuple(s for s in stop if s)
         #: What every call of the turn passes before any of them is sent (its schema; a pydantic
-        #: model's own check).
-        self._check = check or (lambda call: violations(call.name, fmt.schemas.get(call.name) or {}, call.arguments))
+        #: model's own check), and what its structured answer passes.
+        self._check = check or TurnCheck(
+            lambda call: violations(call.name, fmt.schemas.get(call.name) or {}, call.arguments), fmt.answer_schema)
         self.raw = ""
         self.reasoning_sent = ""
         self.text_sent = ""
@@ -226,14 +249,14 @@ class ReplyStream:
         self._send_reasoning(result.reasoning)
         calls = result.tool_calls
         disguised = self.fmt.text_can_call and first_disguise(result.content, self.fmt.tool_names) is not None
-        if self._held_answer and answer_violations(result, self.fmt.answer_schema):
+        if self._held_answer and self._check.answer(result):
             return result  # repaired, or refused: never sent
         if self._free or not disguised:
             self._send_text(result.content)
         if disguised:
             return result  # the turn is decoded again: neither its text nor its calls go out
         if any(not_json(call.arguments) is not None for call in calls) or \
-                (not self._free and any(self._check(call) for call in calls)):
+                (not self._free and any(self._check.call(call) for call in calls)):
             return result  # repaired, or refused: never sent
         for index, call in enumerate(calls):
             self.emit(ToolCallStarted(index, call.id, call.name))
