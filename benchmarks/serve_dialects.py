@@ -62,13 +62,21 @@ def messages_body(question: str, tools: bool) -> tuple[str, dict[str, Any]]:
 
 DIALECTS: dict[str, Callable[[str, bool], tuple[str, dict[str, Any]]]] = {
     "chat completions": chat_body, "responses": responses_body, "messages": messages_body}
-#: A streamed record that carries the answer: content or a call, in each dialect's words.
-_ANSWER_MARKS = ('"content":"', '"content": "', '"tool_calls"', "output_text.delta", "function_call_arguments.delta",
-                 "text_delta", "input_json_delta")
+#: Event types (Responses, Messages) and delta types whose record carries answer text or a call.
+_ANSWER_TYPES = frozenset({"response.output_text.delta", "response.function_call_arguments.delta", "text_delta",
+                           "input_json_delta"})
 
 
 def _answer_started(line: str) -> bool:
-    return line.startswith("data:") and any(mark in line for mark in _ANSWER_MARKS) and '"content":""' not in line
+    """A record with answer text or a call in it, in any dialect (a chat-completions role chunk,
+    whose content is empty, or a Responses / Messages opening event is not)."""
+    if not line.startswith("data:") or line == "data: [DONE]":
+        return False
+    record = json.loads(line[5:])
+    if record.get("type") in _ANSWER_TYPES or (record.get("delta") or {}).get("type") in _ANSWER_TYPES:
+        return True
+    delta = ((record.get("choices") or [{}])[0]).get("delta") or {}
+    return bool(delta.get("content") or delta.get("tool_calls"))
 
 
 def whole(http: httpx.Client, root: str, path: str, body: dict[str, Any]) -> float:

@@ -568,3 +568,42 @@ def test_strict_schema_refuses_a_keyword_nothing_enforces_with_a_400_naming_it()
                     family="qwen2.5")
     assert post(create_app(lenient, ServerConfig(model_name="m")),
                 {"model": "m", "messages": USER, "tools": [shade]}).status_code == 200
+
+
+async def _body_writes(app: Any, path: str, body: dict[str, Any]) -> list[str]:
+    """Each body write the app makes for one request, as a server would send it."""
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST", "path": path,
+             "raw_path": path.encode(), "query_string": b"", "root_path": "", "scheme": "http",
+             "headers": [(b"content-type", b"application/json"), (b"host", b"test")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    writes: list[str] = []
+    pending = [{"type": "http.request", "body": json.dumps(body).encode(), "more_body": False}]
+
+    async def receive() -> dict[str, Any]:
+        if pending:
+            return pending.pop()
+        await asyncio.Event().wait()  # the client stays
+        raise AssertionError("unreachable")
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body" and message.get("body"):
+            writes.append(message["body"].decode())
+
+    await app(scope, receive, send)
+    return writes
+
+
+@pytest.mark.parametrize(("path", "body", "answer"), [
+    ("/v1/chat/completions", {"messages": USER}, '"delta": {"content": "S'),
+    ("/v1/responses", {"input": "Weather?"}, '"response.output_text.delta"'),
+    ("/v1/messages", {"messages": USER, "max_tokens": 32}, '"text_delta"'),
+])
+def test_a_stream_sends_its_opening_and_first_answer_piece_in_one_write(path: str, body: dict[str, Any],
+                                                                        answer: str) -> None:
+    """However many records a dialect opens with, its first answer byte leaves with them, and
+    each later event is one write: no dialect waits on extra sends before the answer."""
+    app, _ = app_with(["Sunny and warm in Paris today."])
+    writes = asyncio.run(_body_writes(app, path, {"model": "m", "stream": True, **body}))
+    assert answer in writes[0]
+    assert len(writes) >= 3  # later pieces each go out as they come, not held to the end
+    assert all(w.endswith("\n\n") for w in writes)  # whole records only

@@ -427,23 +427,24 @@ class _Routes:
         """Server-sent events as the turn is generated; an error after the first one ends the
         stream with the dialect's error object, as the upstream APIs' own streams do."""
         writer: EventWriter = dialect.writer(request, model=self.config.model_name)
+        # The records of one event go out as one write: a dialect that opens with more records than
+        # another (Responses, Messages) then sends its first answer byte no later.
+        opening = "".join(writer.opening())
         try:
-            for record in writer.opening():
-                yield record
             try:
                 if first is not None:
-                    for record in writer.event(first):
-                        yield record
+                    opening += "".join(writer.event(first))
+                if opening:
+                    yield opening
+                    opening = ""
                 async for event in relayed:
-                    for record in writer.event(event):
-                        yield record
+                    if records := "".join(writer.event(event)):
+                        yield records
                 result = job.result()
             except (GenerationCancelled, LocalToolsError) as exc:
-                for record in writer.failure(json.loads(bytes(self.failed(exc, dialect).body))):
-                    yield record
+                yield opening + "".join(writer.failure(json.loads(bytes(self.failed(exc, dialect).body))))
             else:
-                for record in writer.closing(result):
-                    yield record
+                yield opening + "".join(writer.closing(result))
         finally:
             await relayed.aclose()
             cancel.set()
