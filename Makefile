@@ -29,6 +29,9 @@ $(TEST_STAMP): $(DEMO_STAMP)
 	# torch pinned to its CPU build first: a bare torch requirement pulls a multi-GB CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[llama-cpp,transformers,bench,serve,remote,mcp,otel,routing,dev]'
+	@echo "LlamaIndex in an environment of its own (it pins an older openai SDK than the other clients)"
+	test -x $(VENV)/llamaindex/bin/python || $(PY) -m venv $(VENV)/llamaindex
+	$(VENV)/llamaindex/bin/pip install --quiet 'llama-index-core>=0.12' 'llama-index-llms-openai-like>=0.3'
 	touch $@
 
 setup: $(DEMO_STAMP)
