@@ -580,8 +580,8 @@ class Model:
         if decisions.more is None or not parallel or not self.family.parallel or not whole.can_call:
             return gen
         most = min(decisions.max_calls, MAX_PARALLEL_CALLS)
+        calls = whole.parse(gen.text).tool_calls
         while gen.finish_reason == "stop" and not run.streamed:
-            calls = whole.parse(gen.text).tool_calls
             n = len(calls)
             if not 1 <= n < most:
                 break
@@ -603,13 +603,14 @@ class Model:
                     attempt = self._answer(run, prompt, more, thought, max_tokens=max_tokens, penalties=[penalty])
                 except GenerationTruncated:
                     break
-                keys = [call_key(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
+                tried = whole.parse(attempt.text).tool_calls
+                keys = [call_key(c.name, c.arguments) for c in tried]
                 if len(keys) > n and len(set(keys)) == len(keys):
                     longer = attempt
                     break
             if longer is None:
                 break  # the model had no new call to make: the reply it had stands
-            gen = longer
+            gen, calls = longer, tried  # read once: the next decision counts these calls
         return gen
 
     def _answer(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, thought: str, *, max_tokens: int,
