@@ -64,8 +64,10 @@ def _sse(events: Iterable[dict[str, Any]], done: bool = False) -> bytes:
 
 class _Fake:
     def __init__(self, replies: Iterable[str], *, n_ctx: int = 4096, status: int = 200, error: dict[str, Any] | None = None,
-                 cut_stream: bool = False) -> None:
+                 cut_stream: bool = False, next_tokens: dict[str, float] | None = None) -> None:
         self.replies = list(replies)
+        #: The next token's log-probabilities the engine gives, by the token's text (one token each).
+        self.next_tokens = next_tokens or {}
         self.n_ctx = n_ctx
         #: A status and error body every generation request gets instead of a reply.
         self.status, self.error = status, error
@@ -86,6 +88,12 @@ class _Fake:
 
     def generations(self) -> list[Any]:
         return [b for p, b in self.requests if p in ("/completion", "/v1/completions", "/generate")]
+
+    def _top(self, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best (token id, log-probability) pairs of ``next_tokens``."""
+        pairs = [(encode(text, True), logprob) for text, logprob in self.next_tokens.items()]
+        assert all(len(ids) == 1 for ids, _ in pairs), "each next token is one token"
+        return sorted(((ids[0], logprob) for ids, logprob in pairs), key=lambda p: -p[1])[:k]
 
     def _reply(self, max_tokens: int, stop: list[str]) -> tuple[str, str]:
         """The next scripted reply as the engine would end it: (text, how it ended)."""
@@ -156,6 +164,13 @@ class FakeVLLM(_Fake):
             return httpx.Response(404, json={"detail": "Not Found"})
         if self.error is not None:
             return httpx.Response(self.status, json={"error": self.error})
+        if body.get("logprobs") and not body.get("stream"):
+            # One token with its top log-probabilities, keyed as return_tokens_as_token_ids makes them.
+            assert body["return_tokens_as_token_ids"] and body["max_tokens"] == 1
+            top = {f"token_id:{t}": lp for t, lp in self._top(body["logprobs"])}
+            first = next(iter(top), "")
+            return httpx.Response(200, json={"choices": [{"index": 0, "text": "", "finish_reason": "length", "logprobs": {
+                "tokens": [first], "token_logprobs": [top.get(first)], "top_logprobs": [top], "text_offset": [0]}}]})
         text, ended = self._reply(body["max_tokens"], body.get("stop", []))
         ids = encode(text, True)
         chunks: list[dict[str, Any]] = [{"choices": [{"index": 0, "text": decode([t]), "token_ids": [t],
@@ -192,6 +207,11 @@ class FakeSGLang(_Fake):
         if self.error is not None:
             return httpx.Response(self.status, json={"error": self.error})
         sampling = body["sampling_params"]
+        if body.get("return_logprob") and not body.get("stream"):
+            assert sampling["max_new_tokens"] == 1 and body["logprob_start_len"] == -1
+            top = [[lp, t, None] for t, lp in self._top(body["top_logprobs_num"])]
+            return httpx.Response(200, json={"text": "", "output_ids": [top[0][1]] if top else [], "meta_info": {
+                "output_top_logprobs": [top], "output_token_logprobs": [top[:1]], "finish_reason": {"type": "length"}}})
         text, ended = self._reply(sampling["max_new_tokens"], sampling.get("stop", []))
         ids = encode(text, True)
 

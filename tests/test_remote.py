@@ -476,3 +476,56 @@ def test_an_engine_with_a_tokenizer_given_downloads_no_weights(monkeypatch: pyte
     model = localtools.load("qwen2.5-coder-1.5b", backend="vllm", url="http://engine:8000", tokenizer=CharTokenizer(),
                             transport=FakeVLLM().transport())
     assert model.family.name == "qwen2.5" and isinstance(model.backend, VLLMBackend)
+
+
+# -- the next token's distribution (decisions) over vLLM and SGLang ----------------------------
+
+NEXT = {"<tool_call>": -0.1, "T": -2.5, "<|im_end|>": -6.0, "I": -3.0}
+
+
+@pytest.mark.parametrize("make", [vllm, sglang], ids=["vllm", "sglang"])
+def test_vllm_and_sglang_give_the_next_tokens_distribution_by_token_id(make: Any) -> None:
+    from localtools.backends._base import NextTokens
+
+    fake = (FakeVLLM if make is vllm else FakeSGLang)([], next_tokens=NEXT)
+    backend = engine(make(fake))
+    assert backend.capabilities.next_tokens
+    assert isinstance(backend, NextTokens)
+    prompt = make(fake).render(QUESTION)
+    got = backend.next_tokens(prompt, encode("<tool_call>\n", True), k=3)
+    assert [(c.token, c.text, c.logprob, c.end) for c in got] == [
+        (SPECIAL["<tool_call>"], "<tool_call>", -0.1, False), (ord("T"), "T", -2.5, False), (ord("I"), "I", -3.0, False)]
+    assert backend.next_tokens(prompt, k=4)[-1].end  # the end of turn, as the model's tokenizer reads eos
+    sent = fake.generations()[0]
+    ids = backend.tokenize(prompt) + encode("<tool_call>\n", True)
+    if make is vllm:
+        assert sent["prompt"] == ids and sent["logprobs"] == 3 and sent["max_tokens"] == 1
+        assert sent["return_tokens_as_token_ids"] and not sent["add_special_tokens"]
+    else:
+        assert sent["input_ids"] == ids and sent["top_logprobs_num"] == 3 and sent["return_logprob"]
+    assert backend.reply_text(encode(CALL, True)) == CALL
+
+
+@pytest.mark.parametrize("make", [vllm, sglang], ids=["vllm", "sglang"])
+def test_call_or_text_is_decided_on_the_engines_probabilities(make: Any) -> None:
+    from localtools import Decisions
+    from localtools.model._decide import DecisionPoint
+
+    kind = FakeVLLM if make is vllm else FakeSGLang
+    # The call opening holds e^-0.1 of e^-0.1 + e^-2.5 + e^-3 (about 0.88) of what fits either branch.
+    called = make(kind([CALL], next_tokens=NEXT)).chat(QUESTION, [CUSTOMER], decisions=Decisions(call=0.8))
+    assert called.tool_calls and called.decisions[0].point is DecisionPoint.CALL and called.decisions[0].taken
+    assert called.decisions[0].share == pytest.approx(0.88, abs=0.01)
+    text = make(kind(["The plan is pro."], next_tokens=NEXT)).chat(QUESTION, [CUSTOMER], decisions=Decisions(call=0.95))
+    assert not text.tool_calls and text.content == "The plan is pro." and not text.decisions[0].taken
+
+
+@pytest.mark.parametrize("make", [vllm, sglang], ids=["vllm", "sglang"])
+def test_an_engine_without_top_logprobs_is_a_typed_error(make: Any) -> None:
+    from localtools.backends._remote import LocallyTokenized
+
+    fake = (FakeVLLM if make is vllm else FakeSGLang)([])  # its distribution is empty
+    backend = engine(make(fake))
+    assert isinstance(backend, LocallyTokenized)
+    with pytest.raises(EngineError, match="log-probabilities"):
+        backend.next_tokens(make(fake).render(QUESTION))

@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
@@ -34,7 +34,7 @@ from .._errors import (
 )
 from .._types import Prompt
 from ..grammar import Grammar, matches
-from ._base import Capabilities, Generation, TextFeed, first_stop
+from ._base import Capabilities, Generation, TextFeed, TokenChoice, first_stop
 from ._tokenizers import Tokenizer
 
 __all__ = ["INSTALL_HINT", "EngineReply", "RemoteBackend", "TokenCache", "verify_reply"]
@@ -500,6 +500,36 @@ class LocallyTokenized(RemoteBackend):
 
     def _encode(self, text: str, special: bool) -> list[int]:
         return self.tokenizer.encode(text, special)
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """An engine (``RemoteBackend``) that also gives its next-token distribution (log-probabilities)."""
+        return replace(super().capabilities, next_tokens=True)
+
+    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
+        """The ``k`` most probable next tokens (``NextTokens``): one greedy token asked of the
+        engine with its top log-probabilities (taken before sampling), read as token ids."""
+        ids = self.tokenize(prompt) + list(reply)
+        if self.n_ctx is not None and len(ids) >= self.n_ctx:
+            raise ContextLengthExceeded(len(ids), self.n_ctx)
+        top = sorted(self._top_logprobs(ids, k), key=lambda pair: -pair[1])[:k]
+        if not top:
+            raise EngineError(f"{self.engine} gave no top log-probabilities for the next token", engine=self.engine)
+        ends = self._end_ids()
+        return [TokenChoice(token, self.tokenizer.decode([token]), logprob, token in ends) for token, logprob in top]
+
+    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float]]:
+        """The engine's ``k`` best (token id, log-probability) pairs after ``ids``."""
+        raise NotImplementedError
+
+    def reply_text(self, reply: Sequence[int]) -> str:
+        """The text of ``reply`` (``NextTokens``), decoded here as the engine's reply text keeps it."""
+        return self.tokenizer.decode(list(reply)) if reply else ""
+
+    def _end_ids(self) -> frozenset[int]:
+        """The end-of-turn token (its text is ``eos_token``), as the model's tokenizer reads it."""
+        ids = self._encode(self.eos_token, True) if self.eos_token else []
+        return frozenset(ids) if len(ids) == 1 else frozenset()
 
     def _served(self) -> tuple[str, int | None]:
         """The model id to ask for and its context length, from the engine's ``/v1/models``."""

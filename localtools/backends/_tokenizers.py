@@ -27,6 +27,10 @@ class Tokenizer(Protocol):
         """Token ids of ``text``; ``special``: whether special-token text becomes those tokens."""
         ...
 
+    def decode(self, tokens: list[int]) -> str:
+        """The text of ``tokens``, special tokens written out (as the engine's reply text keeps them)."""
+        ...
+
 
 class LocalTokenizer:
     """Encodes prompt segments as the model's own tokenizer does."""
@@ -83,3 +87,8 @@ class LocalTokenizer:
             return [int(t) for t in self._llama.tokenize(text.encode("utf-8"), add_bos=False, special=special)]
         ids = self._hf_tokenizer(text, add_special_tokens=False, split_special_tokens=not special)["input_ids"]
         return [int(t) for t in ids]
+
+    def decode(self, tokens: list[int]) -> str:
+        if self._llama is not None:
+            return bytes(self._llama.detokenize(tokens, special=True)).decode("utf-8", "replace")
+        return str(self._hf_tokenizer.decode(tokens, skip_special_tokens=False))

@@ -13,6 +13,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
+from .._errors import EngineError
 from ..grammar import Grammar
 from ._remote import EngineReply, LocallyTokenized
 
@@ -61,6 +62,18 @@ class SGLangBackend(LocallyTokenized):
         if grammar is not None:
             sampling["ebnf"] = grammar.to_gbnf()
         return "/generate", {"input_ids": ids, "sampling_params": sampling, "stream": True}
+
+    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float]]:
+        # logprob_start_len -1: log-probabilities for the generated token only, none for the prompt.
+        body = self._post("/generate", {
+            "input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
+            "return_logprob": True, "top_logprobs_num": k, "logprob_start_len": -1, "stream": False})
+        try:
+            # Each entry: [log-probability, token id, its text or null].
+            return [(int(entry[1]), float(entry[0])) for entry in body["meta_info"]["output_top_logprobs"][0]]
+        except (KeyError, IndexError, TypeError, ValueError):
+            raise EngineError(f"{self.engine} gave no output_top_logprobs for top_logprobs_num={k}: {str(body)[:200]}",
+                              engine=self.engine) from None
 
     def _read(self, event: dict[str, Any], reply: EngineReply) -> bool:
         meta = event.get("meta_info") or {}
