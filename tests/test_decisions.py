@@ -351,6 +351,14 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     out = _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     assert [m.lever for m in out[1:]] == ["form>=0.001", "all"]
     assert out[-1].decisions == Decisions(call=0.6, more=0.1, form=0.001, distinct=True, ground=True)
+    # The cases the calibration was made on are never among those the levers are reported on.
+    from localtools.bench._bfcl import Case
+    from localtools.cli._bench import _apart_from_calibration
+
+    calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6}, "probes": [{"case_id": "s2"}]}))
+    cases = [Case(f"s{i}", "simple_python", [], [], []) for i in range(4)]
+    assert [c.id for c in _apart_from_calibration(cases, ["m", "other"])] == ["s0", "s1", "s3"]
+    assert "1 of the 4 cases were in a calibration split" in capsys.readouterr().err
 
 
 def test_in_a_list_of_calls_another_call_is_decided_before_the_closing_bracket() -> None:

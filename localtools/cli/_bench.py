@@ -231,6 +231,29 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
     return out
 
 
+def _apart_from_calibration(cases: list[Any], names: list[str]) -> list[Any]:
+    """``cases`` less those a model's calibration was made on: thresholds are reported on cases
+    they were not chosen on (the calibration split avoids ``--sample 40 --seed 0``, but another
+    sample may meet it)."""
+    import json
+
+    from ..model._load import calibration_path
+
+    used: set[str] = set()
+    for name in names:
+        path = calibration_path(name)
+        if path.is_file():
+            try:
+                used |= {str(p["case_id"]) for p in json.loads(path.read_text(encoding="utf-8")).get("probes", [])}
+            except (ValueError, KeyError, TypeError, AttributeError):
+                continue  # not a calibration file: load() says so when it is read for thresholds
+    kept = [c for c in cases if c.id not in used]
+    if len(kept) < len(cases):
+        print(f"note: {len(cases) - len(kept)} of the {len(cases)} cases were in a calibration split and are left out",
+              file=sys.stderr)
+    return kept
+
+
 def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
@@ -266,6 +289,7 @@ def main(args: argparse.Namespace) -> int:
     peers, peer_modes = _bench_peers(args, names, choices)
     if args.levers:
         modes = _lever_modes(args, modes, models)
+        cases = _apart_from_calibration(cases, names)
     models.update(peers)
     modes += peer_modes
     with _common.steps("bench", len(cases) * len(modes)) as step:
