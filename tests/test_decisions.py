@@ -351,6 +351,14 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     out = _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     assert [m.lever for m in out[1:]] == ["form>=0.001", "all"]
     assert out[-1].decisions == Decisions(call=0.6, more=0.1, form=0.001, distinct=True, ground=True)
+    # A calibration that found another call best never made (more unset) still measures the rest.
+    calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
+    args.lever, args.samples = None, None
+    assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
+        "greedy", "call>=0.6", "form>=0.001", "distinct", "ground", "samples=3", "all"]
+    args.lever = ["more"]
+    with pytest.raises(UsageError, match="--more-threshold"):
+        _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     # The cases the calibration was made on are never among those the levers are reported on.
     from localtools.bench._bfcl import Case
     from localtools.cli._bench import _apart_from_calibration

@@ -195,6 +195,10 @@ def _bench_pooled(args: argparse.Namespace) -> int:
     return 0
 
 
+#: The levers --lever names.
+_LEVERS = ("greedy", "call", "more", "form", "distinct", "ground", "samples", "all")
+
+
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
     """Each constrained mode once per lever: greedy, each decision alone, all together."""
     from dataclasses import replace
@@ -212,20 +216,24 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         call = args.call_threshold if args.call_threshold is not None else own.call
         more = args.more_threshold if args.more_threshold is not None else own.more
         form = args.form_threshold if args.form_threshold is not None else own.form
-        if call is None or more is None:
+        if call is None and more is None and form is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
-                             "pass --call-threshold and --more-threshold (and --form-threshold)")
+                             "pass --call-threshold, --more-threshold or --form-threshold")
         # Each lever by the name --lever takes: its label in the results, and how it decides.
-        levers = {"greedy": [("greedy", Decisions())], "call": [(f"call>={call:g}", Decisions(call=call))],
-                  "more": [(f"more>={more:g}", Decisions(more=more))],
+        # A threshold calibrate left unset (it found the decision best never taken) has no lever.
+        levers = {"greedy": [("greedy", Decisions())],
+                  **({"call": [(f"call>={call:g}", Decisions(call=call))]} if call is not None else {}),
+                  **({"more": [(f"more>={more:g}", Decisions(more=more))]} if more is not None else {}),
                   **({"form": [(f"form>={form:g}", Decisions(form=form, more=more))]} if form is not None else {}),
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
                   "all": [("all", Decisions(call=call, more=more, form=form, distinct=True, ground=True))]}
         wanted = set(args.lever or ())
-        if unknown := wanted - set(levers):
-            raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected greedy, call, more, form, "
-                             "distinct, ground, samples or all")
+        if unknown := wanted - set(_LEVERS):
+            raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected {', '.join(_LEVERS)}")
+        if unset := wanted - set(levers):
+            raise UsageError(f"--lever {', '.join(sorted(unset))}: no threshold for {mode.model} (its calibration "
+                             f"found it best never taken); pass --{sorted(unset)[0]}-threshold")
         out += [replace(mode, decisions=d, lever=label) for key, each in levers.items() if not wanted or key in wanted
                 for label, d in each]
     return out
