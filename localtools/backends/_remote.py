@@ -17,7 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, NoReturn
 
@@ -156,6 +156,9 @@ class RemoteBackend:
     #: Whether the backend tokenizes with a local copy of the model's tokenizer (from the weights
     #: file or ``tokenizer=``), rather than through the engine.
     local_tokenizer: ClassVar[bool] = False
+    #: Whether the engine gives its next-token distribution (``_top_logprobs``; ``NextTokens``).
+    gives_next_tokens: ClassVar[bool] = False
+    _ends: frozenset[int] | None = None
     #: Requests the engine batches at once when it does not say (``serve`` sends at most this many).
     default_concurrency: ClassVar[int] = 8
     #: How to start the engine, for the message when it cannot be reached.
@@ -287,7 +290,37 @@ class RemoteBackend:
     @property
     def capabilities(self) -> Capabilities:
         """An engine: as many requests at once as it batches, its context per request as it says."""
-        return Capabilities(remote=True, n_ctx=self.n_ctx, concurrency=self.concurrency)
+        return Capabilities(remote=True, n_ctx=self.n_ctx, concurrency=self.concurrency,
+                            next_tokens=self.gives_next_tokens)
+
+    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
+        """The ``k`` most probable next tokens (``NextTokens``, where ``gives_next_tokens``): one
+        greedy token asked of the engine with its top log-probabilities (taken before sampling)."""
+        ids = self.tokenize(prompt) + list(reply)
+        if self.n_ctx is not None and len(ids) >= self.n_ctx:
+            raise ContextLengthExceeded(len(ids), self.n_ctx)
+        top = sorted(self._top_logprobs(ids, k), key=lambda entry: -entry[1])[:k]
+        if not top:
+            raise EngineError(f"{self.engine} gave no top log-probabilities for the next token", engine=self.engine)
+        ends = self._end_ids()
+        return [TokenChoice(token, text if text is not None else self.reply_text([token]), logprob, token in ends)
+                for token, logprob, text in top]
+
+    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float, str | None]]:
+        """The engine's ``k`` best (token id, log-probability, its text if the engine gives it)
+        after ``ids``; an engine that sets ``gives_next_tokens`` answers it."""
+        raise NotImplementedError
+
+    def reply_text(self, reply: Sequence[int]) -> str:
+        """The text of ``reply`` (``NextTokens``), as the engine's reply text keeps it."""
+        raise NotImplementedError
+
+    def _end_ids(self) -> frozenset[int]:
+        """The end-of-turn token (its text is ``eos_token``), as the model is tokenized; asked once."""
+        if self._ends is None:
+            ids = self._encode(self.eos_token, True) if self.eos_token else []
+            self._ends = frozenset(ids) if len(ids) == 1 else frozenset()
+        return self._ends
 
     def drop_prompt_cache(self) -> None:
         """The engine keeps its own cache (llama-server's backend turns it off for the next request)."""
@@ -476,6 +509,7 @@ class LocallyTokenized(RemoteBackend):
     weights named as the model: a GGUF file or a Hugging Face directory)."""
 
     local_tokenizer: ClassVar[bool] = True
+    gives_next_tokens: ClassVar[bool] = True
 
     def __init__(self, model: str | Path | None = None, *, url: str | None = None,
                  tokenizer: str | Path | Tokenizer | None = None,
@@ -501,35 +535,9 @@ class LocallyTokenized(RemoteBackend):
     def _encode(self, text: str, special: bool) -> list[int]:
         return self.tokenizer.encode(text, special)
 
-    @property
-    def capabilities(self) -> Capabilities:
-        """An engine (``RemoteBackend``) that also gives its next-token distribution (log-probabilities)."""
-        return replace(super().capabilities, next_tokens=True)
-
-    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
-        """The ``k`` most probable next tokens (``NextTokens``): one greedy token asked of the
-        engine with its top log-probabilities (taken before sampling), read as token ids."""
-        ids = self.tokenize(prompt) + list(reply)
-        if self.n_ctx is not None and len(ids) >= self.n_ctx:
-            raise ContextLengthExceeded(len(ids), self.n_ctx)
-        top = sorted(self._top_logprobs(ids, k), key=lambda pair: -pair[1])[:k]
-        if not top:
-            raise EngineError(f"{self.engine} gave no top log-probabilities for the next token", engine=self.engine)
-        ends = self._end_ids()
-        return [TokenChoice(token, self.tokenizer.decode([token]), logprob, token in ends) for token, logprob in top]
-
-    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float]]:
-        """The engine's ``k`` best (token id, log-probability) pairs after ``ids``."""
-        raise NotImplementedError
-
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply`` (``NextTokens``), decoded here as the engine's reply text keeps it."""
         return self.tokenizer.decode(list(reply)) if reply else ""
-
-    def _end_ids(self) -> frozenset[int]:
-        """The end-of-turn token (its text is ``eos_token``), as the model's tokenizer reads it."""
-        ids = self._encode(self.eos_token, True) if self.eos_token else []
-        return frozenset(ids) if len(ids) == 1 else frozenset()
 
     def _served(self) -> tuple[str, int | None]:
         """The model id to ask for and its context length, from the engine's ``/v1/models``."""

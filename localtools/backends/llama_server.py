@@ -13,14 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, ClassVar
 
 from .._errors import ContextLengthExceeded, EngineError
-from .._types import Prompt
 from ..grammar import Grammar
-from ._base import Capabilities, TokenChoice
 from ._decode import PENALTY_WINDOW
 from ._remote import EngineReply, RemoteBackend
 
@@ -47,7 +44,7 @@ class LlamaServerBackend(RemoteBackend):
     grammar_engine: ClassVar[str] = "llama.cpp's GBNF sampler, in the server"
     #: Whether the next request is to evaluate its whole prompt (``drop_prompt_cache``).
     _fresh = False
-    _ends: frozenset[int] | None = None
+    gives_next_tokens: ClassVar[bool] = True
 
     def _describe(self) -> None:
         props = self._get("/props")
@@ -71,37 +68,18 @@ class LlamaServerBackend(RemoteBackend):
             # A local copy of the weights names the architecture too; the server's answers win.
             self.metadata = {**read_metadata(self.model_path), **{k: v for k, v in self.metadata.items() if v}}
 
-    @property
-    def capabilities(self) -> Capabilities:
-        """An engine (``RemoteBackend``) that also gives its next-token distribution (``n_probs``)."""
-        return replace(super().capabilities, next_tokens=True)
-
-    def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
-        """The ``k`` most probable next tokens (``NextTokens``): one token asked of ``/completion``
-        with ``n_probs``, whose log-probabilities the server takes over the whole vocabulary before
-        sampling; its prompt cache keeps the prefix."""
-        ids = self.tokenize(prompt) + list(reply)
-        if self.n_ctx is not None and len(ids) >= self.n_ctx:
-            raise ContextLengthExceeded(len(ids), self.n_ctx)
+    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float, str | None]]:
+        # n_probs: log-probabilities over the whole vocabulary before sampling; the prompt cache keeps the prefix.
         body = self._post("/completion", {"prompt": ids, "n_predict": 1, "n_probs": k, "temperature": 0.0,
                                           "top_k": 0, "min_p": 0.0, "stream": False, "cache_prompt": True})
         steps = body.get("completion_probabilities") if isinstance(body, dict) else None
         if not steps or not isinstance(steps[0], dict):
             raise EngineError(f"{self.engine} gave no completion_probabilities for n_probs", engine=self.engine)
-        ends = self._end_ids()
-        return [TokenChoice(int(t["id"]), str(t.get("token") or ""), float(t["logprob"]), int(t["id"]) in ends)
-                for t in steps[0].get("top_logprobs") or []]
+        return [(int(t["id"]), float(t["logprob"]), str(t.get("token") or "")) for t in steps[0].get("top_logprobs") or []]
 
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply`` (``NextTokens``), from the server's ``/detokenize``."""
         return str(self._post("/detokenize", {"tokens": list(reply)}).get("content") or "") if reply else ""
-
-    def _end_ids(self) -> frozenset[int]:
-        """The end-of-turn token (its text is ``eos_token``), as the server tokenizes it."""
-        if self._ends is None:
-            ids = self._encode(self.eos_token, True) if self.eos_token else []
-            self._ends = frozenset(ids) if len(ids) == 1 else frozenset()
-        return self._ends
 
     def drop_prompt_cache(self) -> None:
         """Have the next request evaluate its whole prompt (the server keeps a prefix per slot);

@@ -63,14 +63,14 @@ class SGLangBackend(LocallyTokenized):
             sampling["ebnf"] = grammar.to_gbnf()
         return "/generate", {"input_ids": ids, "sampling_params": sampling, "stream": True}
 
-    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float]]:
+    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float, str | None]]:
         # logprob_start_len -1: log-probabilities for the generated token only, none for the prompt.
         body = self._post("/generate", {
             "input_ids": ids, "sampling_params": {"max_new_tokens": 1, "temperature": 0.0},
             "return_logprob": True, "top_logprobs_num": k, "logprob_start_len": -1, "stream": False})
         try:
             # Each entry: [log-probability, token id, its text or null].
-            return [(int(entry[1]), float(entry[0])) for entry in body["meta_info"]["output_top_logprobs"][0]]
+            return [(int(entry[1]), float(entry[0]), None) for entry in body["meta_info"]["output_top_logprobs"][0]]
         except (KeyError, IndexError, TypeError, ValueError):
             raise EngineError(f"{self.engine} gave no output_top_logprobs for top_logprobs_num={k}: {str(body)[:200]}",
                               engine=self.engine) from None

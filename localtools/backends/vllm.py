@@ -70,7 +70,7 @@ class VLLMBackend(LocallyTokenized):
             body["structured_outputs"] = {"grammar": grammar.to_gbnf()}
         return "/v1/completions", body
 
-    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float]]:
+    def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float, str | None]]:
         # Its log-probabilities are the model's own (vLLM's default logprobs_mode, raw_logprobs),
         # keyed "token_id:N" when asked so: ids, never a token's text to map back.
         body = self._post("/v1/completions", {
@@ -79,7 +79,7 @@ class VLLMBackend(LocallyTokenized):
             "stream": False})
         try:
             top = body["choices"][0]["logprobs"]["top_logprobs"][0]
-            return [(int(str(key).removeprefix("token_id:")), float(logprob)) for key, logprob in top.items()]
+            return [(int(str(key).removeprefix("token_id:")), float(logprob), None) for key, logprob in top.items()]
         except (KeyError, IndexError, TypeError, ValueError, AttributeError):
             raise EngineError(f"{self.engine} gave no top_logprobs keyed by token id for logprobs={k} "
                               f"(return_tokens_as_token_ids): {str(body)[:200]}", engine=self.engine) from None
