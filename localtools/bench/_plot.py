@@ -53,11 +53,7 @@ def plot_summary(rows: list[dict[str, Any]], path: str | Path, *, title: str = "
     lat_ax.set_xticks(range(len(categories)), categories, rotation=15, ha="right")
     if title:
         fig.suptitle(title)
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    return _save(plt, fig, path)
 
 
 def plot_call_curve(curve: list[dict[str, Any]], path: str | Path, *, chosen: float | None = None,
@@ -81,6 +77,11 @@ def plot_call_curve(curve: list[dict[str, Any]], path: str | Path, *, chosen: fl
     ax.legend(fontsize="small")
     if title:
         ax.set_title(title)
+    return _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: str | Path) -> Path:
+    """``fig`` laid out and written to ``path``, then closed (pyplot keeps every open figure)."""
     fig.tight_layout()
     out = Path(path)
     fig.savefig(out, dpi=110)
