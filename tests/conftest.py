@@ -12,6 +12,7 @@ import pytest
 import localtools
 from localtools.host._catalog import catalog, pull
 from localtools.host._engines import build_llama_server, built_llama_server
+from localtools.model._load import resolve_decisions
 from localtools.ops._probe import ProbeResult, probe
 
 BACKENDS = ["llama-cpp", "transformers"]
@@ -101,9 +102,12 @@ def shared_loads(monkeypatch: pytest.MonkeyPatch) -> None:
              template: str | None = None, download: bool = True, **options: Any) -> localtools.Model:
         if model is None or model not in catalog():
             return real(model, backend=backend, family=family, template=template, download=download, **options)
+        decisions = options.pop("decisions", None)
         shared = load_once(model, backend, **options)
-        return shared if family is None and template is None else \
-            localtools.Model(shared.backend, family=family, template=template)
+        if family is None and template is None and decisions is None:
+            return shared
+        return localtools.Model(shared.backend, family=family, template=template,
+                                decisions=resolve_decisions(decisions, model, family=family, template=template))
 
     monkeypatch.setattr(localtools.model._load, "load", load)
     monkeypatch.setattr(localtools, "load", load)

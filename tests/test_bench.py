@@ -9,6 +9,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,6 +92,7 @@ def test_cli_bench_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert code == 0
     report = json.loads(out.read_text())
     assert report["meta"]["modes"] == ["fake llama-cpp free auto", "fake llama-cpp constrained auto"]
+    assert report["meta"]["decisions"] == {"fake llama-cpp": "greedy"}
     assert len(report["cases"]) == (3 + 2) * 2
     summary = {(r["mode"], r["category"]): r for r in report["summary"]}
     assert summary["fake llama-cpp constrained auto", "irrelevance"]["accuracy"] == 1.0
@@ -99,6 +101,31 @@ def test_cli_bench_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     # Not a terminal (a log file): one progress line a case and mode, numbered, naming both.
     steps = [line for line in captured.err.splitlines() if line.startswith("bench ")]
     assert len(steps) == 10 and steps[-1].startswith("bench 10/10 fake llama-cpp")
+    assert "note: fake llama-cpp constrained decides greedy" in captured.err
+
+
+def test_cli_bench_says_what_a_model_decides_on_and_greedy_asks_for_greedy(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli import main
+    from localtools.model import _load
+    from localtools.model._decide import Decisions
+
+    asked: list[Any] = []
+
+    def load(name: str, backend: str, decisions: Any = None) -> Any:
+        asked.append(decisions)
+        model = scripted_model()
+        model.decisions = Decisions(form=0.0001, more=0.02) if decisions is None else None
+        return model
+
+    monkeypatch.setattr(_load, "load", load)
+    argv = ["bench", "--data", str(_folder(tmp_path)), "--category", "irrelevance", "--sample", "1", "--model", "fake",
+            "--mode", "constrained"]
+    assert main(argv) == 0
+    assert "fake llama-cpp constrained decides on more 0.02, form 0.0001" in capsys.readouterr().err
+    assert main([*argv, "--greedy"]) == 0
+    assert "fake llama-cpp constrained decides greedy" in capsys.readouterr().err
+    assert asked == [None, "greedy"]
 
 
 def test_cli_bench_draws_the_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

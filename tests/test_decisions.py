@@ -501,8 +501,9 @@ def test_a_call_written_as_text_after_deciding_against_one_is_made_as_a_call() -
     assert not result.tool_calls and result.content == "It is sunny."
 
 
-@pytest.mark.parametrize("flag", [True, False])
-def test_the_cli_asks_for_the_calibration_only_with_its_flag(flag: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("flags", "asked"), [([], None), (["--calibrated"], "calibrated"), (["--greedy"], "greedy")])
+def test_the_cli_asks_for_the_calibration_or_greedy_only_with_its_flag(flags: list[str], asked: str | None,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import localtools.model._load as load_module
     from localtools.cli._common import load_model
     from localtools.cli._main import build_parser
@@ -514,9 +515,16 @@ def test_the_cli_asks_for_the_calibration_only_with_its_flag(flag: bool, monkeyp
         return Model(ScriptedBackend([]), family="qwen2.5")
 
     monkeypatch.setattr(load_module, "load", fake)
-    args = build_parser().parse_args(["run", "hi", *(["--calibrated"] if flag else [])])
-    load_model(args)
-    assert (seen.get("decisions") == "calibrated") is flag
+    load_model(build_parser().parse_args(["run", "hi", *flags]))
+    assert seen.get("decisions") == asked
+
+
+def test_the_cli_refuses_greedy_with_calibrated(capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli._main import build_parser
+
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--greedy", "--calibrated"])
+    assert "not allowed with" in capsys.readouterr().err
 
 
 def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -532,6 +540,73 @@ def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: 
     monkeypatch.setattr(load_module, "resolve_model", lambda name, download=True: (tmp_path / "m.gguf", None))
     monkeypatch.setattr(load_module, "backend_class", lambda name: lambda path, **kw: ScriptedBackend([]))
     assert load_module.load(decisions="calibrated", family="qwen2.5").decisions == Decisions(call=0.6)
-    assert load_module.load(family="qwen2.5").decisions is None
+    # Unasked, the catalog's thresholds; never the calibration's call threshold.
+    assert load_module.load(family="qwen2.5").decisions == load_module.catalog_decisions(default_model())
+    assert load_module.load(decisions="greedy", family="qwen2.5").decisions is None
     with pytest.raises(UsageError, match="Decisions"):
-        load_module.load(decisions="greedy")  # type: ignore[arg-type]
+        load_module.load(decisions="sampled")  # type: ignore[arg-type]
+
+
+_LINE = "m{n}  qwen2.5  llama-cpp  pypi:p==1!m.gguf  {sha}  10"
+
+
+@pytest.mark.parametrize("field", ["form=0.0001,more=0.02", "form=0.0001", "call=0.5,form=0.001,more=0.3"])
+def test_the_catalog_gives_a_model_its_thresholds_and_greedy_elsewhere(field: str, monkeypatch: pytest.MonkeyPatch,
+                                                                      tmp_path: Any) -> None:
+    """A models.txt line's seventh field is the model's default ``Decisions``; a model without one,
+    a path, or a catalog model asked to run as another family or on another template decides greedily."""
+    import localtools.host._catalog as catalog_module
+    import localtools.model._load as load_module
+
+    text = "\n".join([_LINE.format(n=1, sha="a" * 64) + "  " + field, _LINE.format(n=2, sha="b" * 64)])
+    monkeypatch.setattr(catalog_module, "_models_file", lambda: text)
+    monkeypatch.setattr(load_module, "catalog", catalog_module.catalog)
+    catalog_module.catalog.cache_clear()
+    try:
+        expected = Decisions.from_dict({k: float(v) for k, v in (p.split("=") for p in field.split(","))})
+        assert load_module.catalog_decisions("m1") == expected
+        assert load_module.resolve_decisions(None, "m1") == expected
+        assert load_module.resolve_decisions(None, "m1", family="qwen2.5") == expected
+        assert load_module.resolve_decisions(None, "m1", family="chatml") is None
+        assert load_module.resolve_decisions(None, "m1", template=str(tmp_path / "t.jinja")) is None
+        assert load_module.resolve_decisions("greedy", "m1") is None
+        assert load_module.resolve_decisions(Decisions(call=0.3), "m1") == Decisions(call=0.3)
+        assert load_module.catalog_decisions("m2") is None
+        assert load_module.resolve_decisions(None, str(tmp_path / "m1.gguf")) is None
+    finally:
+        catalog_module.catalog.cache_clear()
+
+
+@pytest.mark.parametrize(("field", "error"), [("form", "NAME=SHARE"), ("form=x", "NAME=SHARE"), ("=0.1", "NAME=SHARE"),
+                                              ("colour=0.1", "unknown decision setting colour"),
+                                              ("form=2", "share from 0 to 1")])
+def test_a_catalog_line_with_bad_thresholds_is_refused_naming_the_model(field: str, error: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    import localtools.host._catalog as catalog_module
+    import localtools.model._load as load_module
+    from localtools import ModelError
+
+    monkeypatch.setattr(catalog_module, "_models_file", lambda: _LINE.format(n=1, sha="a" * 64) + "  " + field)
+    monkeypatch.setattr(load_module, "catalog", catalog_module.catalog)
+    catalog_module.catalog.cache_clear()
+    try:
+        with pytest.raises(ModelError, match=error):
+            load_module.catalog_decisions("m1")
+    finally:
+        catalog_module.catalog.cache_clear()
+
+
+def test_models_list_says_what_each_model_decides_on(monkeypatch: pytest.MonkeyPatch,
+                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    import localtools.host._catalog as catalog_module
+    from localtools.cli._main import main
+
+    text = "\n".join([_LINE.format(n=1, sha="a" * 64) + "  form=0.0001,more=0.02", _LINE.format(n=2, sha="b" * 64)])
+    monkeypatch.setattr(catalog_module, "_models_file", lambda: text)
+    catalog_module.catalog.cache_clear()
+    try:
+        assert main(["models", "list"]) == 0
+    finally:
+        catalog_module.catalog.cache_clear()
+    rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [(r[0], r[-1]) for r in rows] == [("m1", "form=0.0001,more=0.02"), ("m2", "greedy")]

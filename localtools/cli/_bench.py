@@ -58,6 +58,9 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--disguise-retry", choices=["bar", "required"],
                    help="when a text answer under auto reads as a call, decode again with that opening barred "
                    "(bar, default: the model may still answer in words) or as a call (required)")
+    bench.add_argument("--greedy", action="store_true",
+                       help="constrained modes settle every choice the grammar leaves by the greedy token, instead of "
+                       "the catalog's thresholds for the model (docs/decisions.md)")
     bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), distinct (a reply's repeated call left out), ground (optional arguments the "
@@ -129,8 +132,9 @@ def _bench_targets(args: argparse.Namespace) -> tuple[list[str], list[str]]:
 def _bench_models(args: argparse.Namespace, names: list[str], backends: list[str]) -> dict[tuple[str, str], Any]:
     from ..model._load import load
 
-    models = {(name, backend): load(name, backend=backend, **_common.engine_options(args, backend)) for name in names
-              for backend in backends}
+    greedy: dict[str, Any] = {"decisions": "greedy"} if args.greedy else {}
+    models = {(name, backend): load(name, backend=backend, **greedy, **_common.engine_options(args, backend))
+              for name in names for backend in backends}
     for model in models.values():
         _common.set_disguise_retry(model, args)
     return models
@@ -211,8 +215,9 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         if not mode.constrained:
             out.append(mode)
             continue
-        # The levers are measured on the thresholds `calibrate` wrote, asked for here by --levers itself.
-        own = models[mode.model, mode.backend].decisions or calibrated(mode.model) or Decisions()
+        # The levers are measured on the thresholds `calibrate` wrote, asked for here by --levers itself,
+        # else on the catalog's.
+        own = calibrated(mode.model) or models[mode.model, mode.backend].decisions or Decisions()
         call = args.call_threshold if args.call_threshold is not None else own.call
         more = args.more_threshold if args.more_threshold is not None else own.more
         form = args.form_threshold if args.form_threshold is not None else own.form
@@ -237,6 +242,14 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         out += [replace(mode, decisions=d, lever=label) for key, each in levers.items() if not wanted or key in wanted
                 for label, d in each]
     return out
+
+
+def _decides(decisions: Any) -> str:
+    """How a model's constrained mode decides, in a line."""
+    if decisions is None or not decisions.active:
+        return "greedy"
+    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form") if getattr(decisions, k) is not None]
+    return "on " + ", ".join(set_ + [k for k in ("distinct", "ground") if getattr(decisions, k)])
 
 
 def _apart_from_calibration(cases: list[Any], names: list[str]) -> list[Any]:
@@ -298,6 +311,10 @@ def main(args: argparse.Namespace) -> int:
     if args.levers:
         modes = _lever_modes(args, modes, models)
         cases = _apart_from_calibration(cases, names)
+    deciding = {f"{name} {backend}": _decides(model.decisions) for (name, backend), model in models.items()}
+    if not args.levers:
+        for label, how in deciding.items():
+            print(f"note: {label} constrained decides {how}", file=sys.stderr)
     models.update(peers)
     modes += peer_modes
     with _common.steps("bench", len(cases) * len(modes)) as step:
@@ -326,7 +343,8 @@ def main(args: argparse.Namespace) -> int:
         _common.print_table(scenarios)
     if args.json:
         meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
-                "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes]}
+                "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes],
+                "decisions": deciding}
         write_json(args.json, rows, results, meta, scenarios=(scenario_rows, scenario_results))
         print(f"wrote {args.json}")
     if args.plot:

@@ -85,9 +85,14 @@ def model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--disguise-retry", choices=["bar", "required"],
                    help="when a text answer under auto reads as a call, decode again with that opening barred "
                    "(bar, default: the model may still answer in words) or as a call (required)")
-    p.add_argument("--calibrated", action="store_true",
-                   help="decide call or text, list or single calls and another call on the thresholds `localtools "
-                   "calibrate` wrote for this model instead of the greedy token (docs/decisions.md)")
+    decide = p.add_mutually_exclusive_group()
+    decide.add_argument("--calibrated", action="store_true",
+                        help="decide call or text, list or single calls and another call on the thresholds "
+                        "`localtools calibrate` wrote for this model (default: the catalog's thresholds for a catalog "
+                        "model, greedy for others; docs/decisions.md)")
+    decide.add_argument("--greedy", action="store_true",
+                        help="settle every choice the grammar leaves (call or text, list or single calls, another "
+                        "call) by the greedy token, instead of the catalog's thresholds for the model")
     engine_args(p)
 
 
@@ -144,6 +149,8 @@ def load_model(args: argparse.Namespace) -> Any:
     options = {k: v for k, v in given.items() if v is not None} | engine_options(args, args.backend)
     if getattr(args, "calibrated", False):
         options["decisions"] = "calibrated"
+    elif getattr(args, "greedy", False):
+        options["decisions"] = "greedy"
     model = load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
     model.strict_schema = bool(getattr(args, "strict_schema", False))
     set_disguise_retry(model, args)

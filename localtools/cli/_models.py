@@ -21,7 +21,8 @@ def main(args: argparse.Namespace) -> int:
     if args.models_command == "list":
         for entry in catalog().values():
             state = str(entry.path) if entry.cached else "not downloaded"
-            print(f"{entry.name}\t{entry.family}\t{','.join(entry.backends)}\t{entry.size / 1e6:.0f} MB\t{state}")
+            decides = ",".join(f"{k}={v:g}" for k, v in entry.decisions) or "greedy"
+            print(f"{entry.name}\t{entry.family}\t{','.join(entry.backends)}\t{entry.size / 1e6:.0f} MB\t{state}\t{decides}")
         return 0
     from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 

@@ -35,6 +35,9 @@ class CatalogEntry:
     source: str
     sha256: str
     size: int
+    #: The decision thresholds the model decides on unless told otherwise (``Decisions`` fields),
+    #: measured on the bench's report split; empty: greedy.
+    decisions: tuple[tuple[str, float], ...] = ()
 
     @property
     def parts(self) -> list[Part]:
@@ -93,11 +96,28 @@ def catalog() -> dict[str, CatalogEntry]:
         if not line or line.startswith("#"):
             continue
         fields = line.split()
-        if len(fields) != 6:
-            raise ModelError(f"models.txt line {lineno}: expected 6 fields (name family backends source sha256 size)")
-        name, family, backends, source, sha, size = fields
-        out[name] = CatalogEntry(name, family, tuple(backends.split(",")), source, sha.lower(), int(size))
+        if len(fields) not in (6, 7):
+            raise ModelError(f"models.txt line {lineno}: expected 6 fields (name family backends source sha256 size) "
+                             "and optionally a seventh, the decisions (form=0.0001,more=0.02)")
+        name, family, backends, source, sha, size = fields[:6]
+        out[name] = CatalogEntry(name, family, tuple(backends.split(",")), source, sha.lower(), int(size),
+                                 _decisions(fields[6], lineno) if len(fields) == 7 else ())
     return out
+
+
+def _decisions(field: str, lineno: int) -> tuple[tuple[str, float], ...]:
+    """``form=0.0001,more=0.02`` as pairs (the names are checked where they become ``Decisions``)."""
+    pairs = []
+    for item in field.split(","):
+        key, sep, value = item.partition("=")
+        try:
+            pairs.append((key, float(value)))
+        except ValueError:
+            sep = ""
+        if not sep or not key:
+            raise ModelError(f"models.txt line {lineno}: decisions {field!r}: expected NAME=SHARE pairs joined by "
+                             "commas, e.g. form=0.0001,more=0.02")
+    return tuple(pairs)
 
 
 def default_model() -> str:

@@ -15,7 +15,8 @@ from ..host._catalog import cache_dir, catalog, default_model, resolve_model
 from ._decide import Decisions
 from ._model import Model
 
-__all__ = ["BACKENDS", "ENGINES", "backend_class", "calibrated", "calibration_path", "load"]
+__all__ = ["BACKENDS", "ENGINES", "backend_class", "calibrated", "calibration_path", "catalog_decisions", "load",
+           "resolve_decisions"]
 
 
 def calibration_path(model: str) -> Path:
@@ -35,6 +36,37 @@ def calibrated(model: str) -> Decisions | None:
         warnings.warn(f"{path}: not a calibration file ({exc}); deciding greedily", stacklevel=2)
         return None
 
+def catalog_decisions(model: str, family: str | None = None) -> Decisions | None:
+    """The thresholds the catalog gives ``model`` (``None``: greedy, as for a model it does not
+    list, or one asked to run as another family than the one they were measured with)."""
+    entry = catalog().get(model)
+    if entry is None or not entry.decisions or family not in (None, entry.family):
+        return None
+    try:
+        return Decisions.from_dict(dict(entry.decisions))
+    except UsageError as exc:
+        raise ModelError(f"models.txt: {entry.name}'s decisions: {exc}") from None
+
+
+def resolve_decisions(decisions: Decisions | str | None, model: str | None, *, family: str | None = None,
+                      template: str | None = None) -> Decisions | None:
+    """What ``load``'s ``decisions`` stands for on ``model`` (``None``: greedy)."""
+    if decisions == "calibrated":
+        name = model or default_model()
+        found = calibrated(name)
+        if found is None:
+            raise UsageError(f"no calibrated thresholds for {name}: run `localtools calibrate {name}` first "
+                             f"(they are kept at {calibration_path(name)})")
+        return found
+    if decisions == "greedy":
+        return None
+    if decisions is None:
+        return catalog_decisions(model, family) if model and template is None else None
+    if not isinstance(decisions, Decisions):
+        raise UsageError(f"decisions must be a Decisions, 'calibrated', 'greedy' or None, got {decisions!r}")
+    return decisions
+
+
 def load(
     model: str | None = None,
     *,
@@ -42,7 +74,7 @@ def load(
     family: str | None = None,
     template: str | None = None,
     download: bool = True,
-    decisions: Decisions | Literal["calibrated"] | None = None,
+    decisions: Decisions | Literal["calibrated", "greedy"] | None = None,
     **backend_options: Any,
 ) -> Model:
     """Load a catalog model (``localtools models list``) or a GGUF path.
@@ -59,20 +91,19 @@ def load(
     ``family=`` or the engine's chat template); a catalog name or a local copy of the weights
     names the family, and gives vLLM and SGLang the tokenizer.
 
-    ``decisions``: how the model decides where the grammar leaves a choice (``Decisions``;
-    ``None``: greedy); ``"calibrated"``: the thresholds ``localtools calibrate`` wrote for this
-    model (``UsageError`` when it wrote none). Calibrated thresholds are asked for, never applied
-    unasked: how far they carry beyond their calibration split is in BENCHMARKS.md.
+    ``decisions``: how the model decides where the grammar leaves a choice (``Decisions``);
+    ``None``: the catalog's thresholds for the model (its ``decisions`` in ``models.txt``, measured
+    on the bench's report split; with its own family and template only), greedy for any other;
+    ``"greedy"``: the greedy token at every choice; ``"calibrated"``: the thresholds
+    ``localtools calibrate`` wrote for this model (``UsageError`` when it wrote none). Calibrated
+    thresholds are asked for, never applied unasked: how far they carry beyond their calibration
+    split is in BENCHMARKS.md.
     """
-    if decisions == "calibrated":
-        name = model or default_model()
-        decisions = calibrated(name)
-        if decisions is None:
-            raise UsageError(f"no calibrated thresholds for {name}: run `localtools calibrate {name}` first "
-                             f"(they are kept at {calibration_path(name)})")
-    elif decisions is not None and not isinstance(decisions, Decisions):
-        raise UsageError(f"decisions must be a Decisions, 'calibrated' or None, got {decisions!r}")
     cls = backend_class(backend)
+    remote = isinstance(cls, type) and issubclass(cls, RemoteBackend)
+    # An engine loaded without a model serves weights the catalog cannot name.
+    decisions = resolve_decisions(decisions, model or (None if remote else default_model()), family=family,
+                                  template=template)
     accepted = inspect.signature(cls).parameters
     if not any(p.kind is p.VAR_KEYWORD for p in accepted.values()):
         unknown = sorted(set(backend_options) - set(accepted))
@@ -81,10 +112,10 @@ def load(
             raise UsageError(
                 f"the {backend} backend takes no option {', '.join(unknown)}; its options: {', '.join(options)}"
             )
-    if isinstance(cls, type) and issubclass(cls, RemoteBackend):
-        remote = _load_remote(cls, model, family=family, template=template, download=download, options=backend_options)
-        remote.decisions = decisions
-        return remote
+    if remote:
+        engine = _load_remote(cls, model, family=family, template=template, download=download, options=backend_options)
+        engine.decisions = decisions
+        return engine
     path, entry = resolve_model(model or default_model(), download=download)
     if entry is not None and backend not in entry.backends:
         raise UsageError(f"{entry.name} runs on {', '.join(entry.backends)}, not {backend} (see models.txt)")
