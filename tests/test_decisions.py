@@ -421,19 +421,20 @@ def test_a_probe_reads_the_replies_of_every_form() -> None:
     """Calibration probes a case once: the call share, the list's share (with the reply in single
     calls it replaced), each further item's share with the calls the reply held then."""
     from localtools.bench._bfcl import Case
-    from localtools.bench._calibrate import probe, replay
+    from localtools.bench._calibrate import FLOOR, probe, replay
 
     listed = "```json\n[" + ITEM.format("Paris")
     both = listed + ", " + ITEM.format("London")
+    # Under the probe's floor the third item is never written.
     choices = {"": {"```": 0.8, "Hi": 0.2}, "```json\n": {'{"': 0.999, "[": 0.001},
-               listed: {"]": 0.7, ",": 0.3}, both: {"]": 0.99, ",": 0.01}}
+               listed: {"]": 0.7, ",": 0.3}, both: {"]": 1 - FLOOR / 2, ",": FLOOR / 2}}
     backend = ScriptedBackend([FENCE_PARIS, listed + "]\n```", both + "]\n```"], choices=choices)
     case = Case("parallel_0", "parallel", ASK, [get_weather.spec()],
                 [{"get_weather": {"city": ["Paris"]}}, {"get_weather": {"city": ["London"]}}])
     p = probe(Model(backend, family="qwen2.5"), case)
     assert p.call_share == pytest.approx(0.8) and p.form is not None and p.form[0] == pytest.approx(0.001)
     assert p.form[1] == [("get_weather", {"city": "Paris"})]
-    assert [(round(s or 0, 3), len(calls)) for s, calls in p.more] == [(0.3, 1), (0.01, 2)]
+    assert [(pytest.approx(s), len(calls)) for s, calls in p.more] == [(0.3, 1), (FLOOR / 2, 2)]
     assert replay(p, 0.5, 0.2, 0.0) == [("get_weather", {"city": "Paris"}), ("get_weather", {"city": "London"})]
     assert replay(p, 0.5, 0.5, 0.0) == [("get_weather", {"city": "Paris"})] == replay(p, 0.5, 0.2, 0.01)
 
@@ -610,3 +611,50 @@ def test_models_list_says_what_each_model_decides_on(monkeypatch: pytest.MonkeyP
         catalog_module.catalog.cache_clear()
     rows = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
     assert [(r[0], r[-1]) for r in rows] == [("m1", "form=0.0001,more=0.02"), ("m2", "greedy")]
+
+
+def test_a_calibration_stopped_part_way_goes_on_where_it_stopped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """Each probe is logged as it is made; the same run again reads them back and probes only the
+    rest; a run asked differently (here another --max-tokens) starts again; the log goes once the
+    calibration is written."""
+    from test_bench import _folder, scripted_model
+
+    import localtools.bench as bench_module
+    import localtools.bench._calibrate as calibrate_module
+    import localtools.model._load as load_module
+    from localtools.cli._main import main
+
+    data = tmp_path / "data"
+    data.mkdir()
+    _folder(data)
+    monkeypatch.setattr(bench_module, "bfcl_data_dir", lambda: data)
+    monkeypatch.setattr(calibrate_module, "calibration_cases", lambda cases, n: list(cases)[:n])
+    monkeypatch.setattr(load_module, "calibration_path", lambda model: tmp_path / f"{model}.json")
+    monkeypatch.setattr(load_module, "load", lambda name, backend, decisions: scripted_model())
+    real, stop_at = calibrate_module.probe, [3]
+    asked: list[str] = []
+
+    def probe(model: Any, case: Any, **kw: Any) -> Any:
+        if len(asked) + 1 == stop_at[0]:
+            raise KeyboardInterrupt
+        asked.append(case.id)
+        return real(model, case, **kw)
+
+    monkeypatch.setattr(calibrate_module, "probe", probe)
+    argv = ["calibrate", "m", "--category", "simple_python", "--sample", "4"]
+    assert main(argv) == 130  # stopped by ^C
+    log = tmp_path / "m.probes.jsonl"
+    assert len(log.read_text().splitlines()) == 1 + 2 and not (tmp_path / "m.json").exists()
+    stop_at[0] = 0
+    assert main(argv) == 0
+    assert asked == [f"simple_python_{i}" for i in (0, 1, 2, 3)]  # the first two were not asked again
+    assert "2 of the 4 cases were probed" in capsys.readouterr().err
+    written = json.loads((tmp_path / "m.json").read_text())
+    assert [p["case_id"] for p in written["probes"]] == asked and not log.exists()
+    asked.clear()
+    stop_at[0] = 2
+    assert main(argv) == 130
+    stop_at[0] = 0
+    assert main([*argv, "--max-tokens", "128"]) == 0
+    assert asked == ["simple_python_0", *(f"simple_python_{i}" for i in range(4))]  # asked differently: again

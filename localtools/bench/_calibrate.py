@@ -22,12 +22,14 @@ from ..model._model import Model
 from ._bfcl import Case, sample
 from ._checker import check_calls
 
-__all__ = ["CALL_GRID", "FORM_GRID", "MORE_GRID", "Probe", "calibration_cases", "call_curve", "choose", "probe", "replay",
-           "write_calibration"]
+__all__ = ["CALL_GRID", "FORM_GRID", "MORE_GRID", "Probe", "ProbeLog", "calibration_cases", "call_curve", "choose", "probe",
+           "replay", "write_calibration"]
 
 #: The thresholds tried (shares of the model's probability).
 CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-MORE_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.01)
+# Down to 0.001: inside the parallel form's list a right second item may hold little of the mass
+# (Qwen 0.5B, calibration split: 0.004 to 0.012 after the first item on 4 of 20 parallel questions).
+MORE_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.01)
 FORM_GRID = (0.0, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.3, 1.01)
 #: Below this share no further call is probed (every higher threshold would stop there too).
 FLOOR = MORE_GRID[0]
@@ -50,6 +52,41 @@ class Probe:
     #: The calls of the reply at the end (after every continuation taken).
     final: Calls = field(default_factory=list)
     error: str = ""
+
+
+class ProbeLog:
+    """The probes of a calibration as they are made, one JSON line each after a header naming the
+    run, so that a run stopped part way (a laptop's lid, a time limit) goes on where it stopped:
+    a run with the same header reads back the probes already made; another starts the log again."""
+
+    def __init__(self, path: Path, header: dict[str, Any]) -> None:
+        self.path, self.header = path, header
+        self.done: dict[str, Probe] = {}
+        if path.is_file():
+            lines = path.read_text(encoding="utf-8").splitlines()
+            try:
+                if lines and json.loads(lines[0]) == header:
+                    self.done = {p.case_id: p for p in map(_probe_from_line, lines[1:])}
+            except (ValueError, TypeError, KeyError):
+                self.done = {}  # a line cut by the stop itself, or not a log: start again
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w", encoding="utf-8") as f:
+            f.write(json.dumps(header) + "\n")
+            f.writelines(json.dumps(asdict(p)) + "\n" for p in self.done.values())
+
+    def add(self, p: Probe) -> None:
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(asdict(p)) + "\n")
+        self.done[p.case_id] = p
+
+    def close(self) -> None:
+        """The calibration is written: the log is no longer needed."""
+        self.path.unlink(missing_ok=True)
+
+
+def _probe_from_line(line: str) -> Probe:
+    data = json.loads(line)
+    return Probe(**{k: data[k] for k in Probe.__dataclass_fields__})
 
 
 def calibration_cases(cases: Sequence[Case], n: int, *, reported: int = 40) -> list[Case]:

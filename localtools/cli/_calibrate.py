@@ -33,7 +33,7 @@ def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from ..bench import CATEGORIES, bfcl_data_dir, load_cases
-    from ..bench._calibrate import calibration_cases, call_curve, choose, probe, write_calibration
+    from ..bench._calibrate import ProbeLog, calibration_cases, call_curve, choose, probe, write_calibration
     from ..host._catalog import default_model
     from ..model._decide import Decisions
     from ..model._load import calibration_path, load
@@ -51,17 +51,30 @@ def main(args: argparse.Namespace) -> int:
     categories = args.category or list(CATEGORIES)
     cases = [c for category in categories for c in calibration_cases(load_cases(folder, category), args.sample)]
     model = load(name, backend=args.backend, decisions=Decisions())
+    meta = {"model": name, "backend": args.backend, "categories": categories, "sample": args.sample,
+            "max_tokens": args.max_tokens, "split": "calibration: seed 1 over the cases outside bench's --sample 40 --seed 0"}
+    # The probes are kept as they are made: a run stopped part way goes on where it stopped.
+    log = None if args.dry_run else ProbeLog(path.with_suffix(".probes.jsonl"), meta)
+    done = {} if log is None else {c.id: log.done[c.id] for c in cases if c.id in log.done}
+    if log is not None and done:
+        print(f"note: {len(done)} of the {len(cases)} cases were probed by a run that stopped; going on from there "
+              f"({log.path})", file=sys.stderr)
     probes = []
     with _common.steps("calibrate", len(cases)) as step:
         for case in cases:
-            probes.append(probe(model, case, max_tokens=args.max_tokens))
+            made = done.get(case.id)
+            if made is None:
+                made = probe(model, case, max_tokens=args.max_tokens)
+                if log is not None:
+                    log.add(made)
+            probes.append(made)
             step(case.id)
     decisions, rows = choose(probes, cases)
     table = Table(title=f"{name}: mean accuracy by threshold on {len(cases)} calibration cases (best first)")
     for column in ("call", "more", "form", "mean", *categories):
         table.add_column(column, justify="right")
     for row in sorted(rows, key=lambda r: -r["mean"])[:12]:
-        table.add_row(f"{row['call']:.2f}", f"{row['more']:.2f}", f"{row['form']:.4f}", f"{row['mean']:.1%}",
+        table.add_row(f"{row['call']:g}", f"{row['more']:g}", f"{row['form']:g}", f"{row['mean']:.1%}",
                       *(f"{row[c]:.1%}" if c in row else "-" for c in categories))
     _common.print_table(table)
     curve = call_curve(probes, cases)
@@ -76,10 +89,9 @@ def main(args: argparse.Namespace) -> int:
     if failed:
         print(f"note: {failed} cases ended in an error while probing (scored as no call)", file=sys.stderr)
     print(f"chosen: call {decisions.call}, more {decisions.more}, form {decisions.form}, distinct {decisions.distinct}")
-    if not args.dry_run:
-        meta = {"model": name, "backend": args.backend, "categories": categories, "sample": args.sample,
-                "split": "calibration: seed 1 over the cases outside bench's --sample 40 --seed 0"}
+    if log is not None:
         write_calibration(path, decisions, meta, rows, probes, curve)
+        log.close()
         print(f"wrote {path}")
     if args.plot:
         from ..bench._plot import plot_call_curve
