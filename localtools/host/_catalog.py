@@ -98,7 +98,7 @@ def catalog() -> dict[str, CatalogEntry]:
         fields = line.split()
         if len(fields) not in (6, 7):
             raise ModelError(f"models.txt line {lineno}: expected 6 fields (name family backends source sha256 size) "
-                             "and optionally a seventh, the decisions (form=0.0001,more=0.02)")
+                             "and optionally a seventh, the decisions (form=0.0001,more=0.002)")
         name, family, backends, source, sha, size = fields[:6]
         out[name] = CatalogEntry(name, family, tuple(backends.split(",")), source, sha.lower(), int(size),
                                  _decisions(fields[6], lineno) if len(fields) == 7 else ())
@@ -106,7 +106,7 @@ def catalog() -> dict[str, CatalogEntry]:
 
 
 def _decisions(field: str, lineno: int) -> tuple[tuple[str, float], ...]:
-    """``form=0.0001,more=0.02`` as pairs (the names are checked where they become ``Decisions``)."""
+    """``form=0.0001,more=0.002`` as pairs (the names are checked where they become ``Decisions``)."""
     pairs = []
     for item in field.split(","):
         key, sep, value = item.partition("=")
@@ -116,7 +116,7 @@ def _decisions(field: str, lineno: int) -> tuple[tuple[str, float], ...]:
             sep = ""
         if not sep or not key:
             raise ModelError(f"models.txt line {lineno}: decisions {field!r}: expected NAME=SHARE pairs joined by "
-                             "commas, e.g. form=0.0001,more=0.02")
+                             "commas, e.g. form=0.0001,more=0.002")
     return tuple(pairs)
 
 
