@@ -60,7 +60,7 @@ class ProbeLog:
     a run with the same header reads back the probes already made; another starts the log again."""
 
     def __init__(self, path: Path, header: dict[str, Any]) -> None:
-        self.path, self.header = path, header
+        self.path = path
         self.done: dict[str, Probe] = {}
         if path.is_file():
             lines = path.read_text(encoding="utf-8").splitlines()

@@ -36,6 +36,7 @@ def calibrated(model: str) -> Decisions | None:
         warnings.warn(f"{path}: not a calibration file ({exc}); deciding greedily", stacklevel=2)
         return None
 
+
 def catalog_decisions(model: str, family: str | None = None) -> Decisions | None:
     """The thresholds the catalog gives ``model`` (``None``: greedy, as for a model it does not
     list, or one asked to run as another family than the one they were measured with)."""
