@@ -221,6 +221,72 @@ def test_both_in_process_backends_read_the_same_distribution() -> None:
     assert math.exp(cpp[0].logprob) == pytest.approx(math.exp(hf[0].logprob), abs=0.1)
 
 
+def test_heard_answers_for_the_positions_a_generation_picked_at_and_no_others() -> None:
+    from localtools.backends._decode import Heard
+
+    rng = random.Random(3)
+    for _ in range(20):
+        prompt = [rng.randrange(100) for _ in range(rng.randint(1, 6))]
+        reply = [rng.randrange(100) for _ in range(rng.randint(1, 8))]
+        rows = {}
+        heard = Heard(prompt)
+        picked = sorted(rng.sample(range(len(reply) + 1), rng.randint(1, len(reply) + 1)))
+        for at in picked:
+            rows[at] = [rng.gauss(0, 3) for _ in range(50)]
+            heard.hear(reply[:at], rows[at])
+        heard.end(reply)
+        for at in range(len(reply) + 1):
+            got = heard.choices(prompt + reply[:at], 5, str, lambda t: t == 0)
+            if at not in rows:
+                assert got is None  # a forced batch's inside: never read alone
+                continue
+            row = rows[at]
+            norm = math.log(sum(math.exp(v) for v in row))
+            best = sorted(range(50), key=lambda t: -row[t])[:5]
+            assert got is not None and [c.token for c in got] == best
+            assert [c.logprob for c in got] == pytest.approx([row[t] - norm for t in best])
+            assert [c.text for c in got] == [str(t) for t in best] and [c.end for c in got] == [t == 0 for t in best]
+            # Another prefix of the same length, or more tokens than were kept, is not heard.
+            other = prompt + reply[:at]
+            other[rng.randrange(len(other))] += 100
+            assert heard.choices(other, 5, str, lambda t: False) is None
+            assert heard.choices(prompt + reply[:at], Heard.K + 1, str, lambda t: False) is None
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
+def test_a_decision_after_a_greedy_reply_reads_what_the_generation_saw(backend_name: str,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a greedy generation under a grammar, the distribution at each position it picked a
+    token at comes from that generation (no model evaluation), and matches a fresh evaluation."""
+    from conftest import load_once
+
+    model = load_once("smollm2-135m", backend_name)
+    backend: Any = model.backend
+    prompt = model.render(ASK, [get_weather])
+    gen = backend.generate(prompt, grammar=model.grammar([get_weather], "required"), max_tokens=40)
+    heard = backend._heard
+    assert heard is not None and heard.ids[heard.prompt:] == gen.tokens
+    positions = sorted(at - heard.prompt for at in heard.at)
+    assert positions and positions[0] == 0 and len(positions) < len(gen.tokens) + 1  # forced tokens were never read
+    recorded = {at: backend.next_tokens(prompt, gen.tokens[:at], k=8) for at in positions}
+    # Read again with the record gone, each evaluated by the model.
+    monkeypatch.setattr(backend, "_heard", None)
+    for at, choices in recorded.items():
+        fresh = backend.next_tokens(prompt, gen.tokens[:at], k=8)
+        assert choices[0].token == fresh[0].token
+        # A batch of forced tokens and one token alone sum in another order: near, not equal
+        # (more so in transformers' bfloat16).
+        assert [math.exp(c.logprob) for c in choices[:3]] == pytest.approx([math.exp(c.logprob) for c in fresh[:3]],
+                                                                            abs=0.05)
+    # With the record, no evaluation at all: the model is not asked.
+    monkeypatch.setattr(backend, "_heard", heard)
+    asked = "_feed" if backend_name == "llama-cpp" else "_take_prefix"
+    monkeypatch.setattr(backend, asked, lambda *a: pytest.fail("the model was evaluated again"))
+    for at in positions:
+        assert backend.next_tokens(prompt, gen.tokens[:at], k=8) == recorded[at]
+
+
 @tool
 def find_books(genre: str, author: str | None = None, max_results: int = 10, in_stock: bool = False) -> str:
     """Books of a genre."""

@@ -15,7 +15,7 @@ from .._errors import GenerationCancelled
 from ..grammar import Grammar, continuation
 from ._base import Generation, TextFeed, TokenChoice, first_stop
 
-__all__ = ["PENALTY_WINDOW", "FastForward", "Steps", "decode", "penalised", "top_choices"]
+__all__ = ["PENALTY_WINDOW", "FastForward", "Heard", "Steps", "decode", "penalised", "top_choices"]
 
 #: The repeat penalty applies to the reply's last this-many tokens (llama.cpp's default window),
 #: never to the prompt: copying values out of the question is not penalised.
@@ -27,16 +27,55 @@ def penalised(reply: Sequence[int]) -> list[int]:
     return sorted(set(reply[-PENALTY_WINDOW:]))
 
 
-def top_choices(logits: Any, k: int, text: Callable[[int], str], end: Callable[[int], bool]) -> list[TokenChoice]:
-    """The ``k`` best tokens of a row of logits (a 1-d numpy array), log-softmaxed over all of it."""
+def _top(logits: Any, k: int) -> tuple[list[int], list[float]]:
+    """The ``k`` best tokens of a row of logits (a 1-d numpy array) and their log-probabilities
+    over all of it, best first."""
     import numpy as np
 
+    logits = np.asarray(logits, dtype=np.float64)
     k = max(1, min(k, len(logits)))
     top = np.argpartition(-logits, k - 1)[:k]
     top = top[np.argsort(-logits[top], kind="stable")]
     peak = float(np.max(logits))
     norm = peak + float(np.log(np.sum(np.exp(logits - peak))))
-    return [TokenChoice(int(t), text(int(t)), float(logits[t]) - norm, end(int(t))) for t in top]
+    return [int(t) for t in top], [float(logits[t]) - norm for t in top]
+
+
+def top_choices(logits: Any, k: int, text: Callable[[int], str], end: Callable[[int], bool]) -> list[TokenChoice]:
+    """The ``k`` best tokens of a row of logits (a 1-d numpy array), log-softmaxed over all of it."""
+    ids, logprobs = _top(logits, k)
+    return [TokenChoice(t, text(t), lp, end(t)) for t, lp in zip(ids, logprobs, strict=True)]
+
+
+class Heard:
+    """The model's best tokens at each position a generation picked a token at, kept so that a
+    decision read after it (``NextTokens.next_tokens`` on a prefix of that reply) costs no second
+    evaluation of the reply. Positions inside a batch of forced tokens were never read alone and
+    are not here. Logits are a function of the token ids alone, so a match on the ids is exact."""
+
+    #: Tokens kept per position: ``Decisions.k`` (20) with room to spare; a larger ``k`` misses.
+    K = 32
+
+    def __init__(self, prompt_ids: Sequence[int]) -> None:
+        self.ids: list[int] = list(prompt_ids)
+        self.prompt = len(self.ids)
+        self.at: dict[int, tuple[list[int], list[float]]] = {}
+
+    def hear(self, reply: Sequence[int], logits: Any) -> None:
+        """The logits read after the prompt and ``reply``, before the next token is picked."""
+        self.at[self.prompt + len(reply)] = _top(logits, self.K)
+
+    def end(self, reply: Sequence[int]) -> None:
+        """The generation's reply, whole: positions are looked up against it."""
+        self.ids = self.ids[: self.prompt] + list(reply)
+
+    def choices(self, ids: Sequence[int], k: int, text: Callable[[int], str],
+                end: Callable[[int], bool]) -> list[TokenChoice] | None:
+        """``top_choices`` after ``ids`` when they were heard; ``None`` when not."""
+        held = self.at.get(len(ids))
+        if held is None or k > self.K or self.ids[: len(ids)] != list(ids):
+            return None
+        return [TokenChoice(t, text(t), lp, end(t)) for t, lp in zip(held[0][:k], held[1][:k], strict=True)]
 
 
 class Steps(Protocol):

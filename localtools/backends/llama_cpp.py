@@ -17,7 +17,7 @@ from .._types import Prompt
 from ..grammar import Grammar
 from ..host._gguf import read_metadata
 from ._base import Capabilities, Generation, TokenChoice
-from ._decode import PENALTY_WINDOW, FastForward, decode, penalised, top_choices
+from ._decode import PENALTY_WINDOW, FastForward, Heard, decode, penalised, top_choices
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
 
@@ -173,6 +173,8 @@ class LlamaCppBackend:
         #: Of the last generation under a grammar: (whole-vocabulary masks, tokens picked).
         self.mask_stats = (0, 0)
         self._all: Any = None
+        #: The last greedy generation under a grammar's best tokens at each pick (``Heard``).
+        self._heard: Heard | None = None
         path = Path(path)
         if not path.is_file():
             raise ModelError(f"no GGUF file at {path}")
@@ -230,12 +232,17 @@ class LlamaCppBackend:
         ids = self.tokenize(prompt) + list(reply)
         if len(ids) >= self.n_ctx:
             raise ContextLengthExceeded(len(ids), self.n_ctx)
-        self._feed(ids)
         llama_cpp = _import()
+
+        def ends(t: int) -> bool:
+            return bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, t))
+
+        if self._heard is not None and (held := self._heard.choices(ids, k, self._token_text, ends)) is not None:
+            return held
+        self._feed(ids)
         n_vocab = self.llm.n_vocab()
         logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1), shape=(n_vocab,))
-        return top_choices(logits.astype(np.float64), k, self._token_text,
-                           lambda t: bool(llama_cpp.llama_vocab_is_eog(self.llm._model.vocab, t)))
+        return top_choices(logits.astype(np.float64), k, self._token_text, ends)
 
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply`` (``NextTokens``)."""
@@ -291,10 +298,17 @@ class LlamaCppBackend:
         else:
             pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy")
         ahead = FastForward(grammar, self._encode, self._is_control) if grammar is not None and self.fast_forward else None
-        steps = _Steps(self, prompt_ids, pick, ahead)
+        # A greedy reply under a grammar is the one decisions are read after: what the model
+        # wanted at each pick is kept for them.
+        heard = Heard(prompt_ids) if grammar is not None and temperature <= 0 else None
+        steps = _Steps(self, prompt_ids, pick, ahead, heard)
         try:
-            return decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
-                          on_text=on_text)
+            gen = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
+                         on_text=on_text)
+            if heard is not None:
+                heard.end(gen.tokens)
+                self._heard = heard
+            return gen
         finally:
             pick.close()
             self.mask_stats = (getattr(pick, "full_masks", 0), getattr(pick, "picks", 0))
@@ -333,8 +347,11 @@ class _Steps:
     """llama.cpp's steps for the shared decode loop."""
 
     def __init__(self, backend: LlamaCppBackend, prompt_ids: list[int], pick: _Picker,
-                 ahead: FastForward | None) -> None:
-        self.backend, self.prompt_ids, self.picker, self.ahead = backend, prompt_ids, pick, ahead
+                 ahead: FastForward | None, heard: Heard | None) -> None:
+        import numpy
+
+        self.backend, self.prompt_ids, self.picker, self.ahead, self.heard = backend, prompt_ids, pick, ahead, heard
+        self.np = numpy
         self.llama_cpp = _import()
         self.vocab = backend.llm._model.vocab
 
@@ -342,6 +359,10 @@ class _Steps:
         self.backend._feed(self.prompt_ids)
 
     def pick(self, reply: list[int]) -> int:
+        if self.heard is not None:
+            llm = self.backend.llm
+            self.heard.hear(reply, self.np.ctypeslib.as_array(self.llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1),
+                                                              shape=(llm.n_vocab(),)))
         return self.picker(reply)
 
     def forced(self, reply: list[int]) -> tuple[list[int], bool]:

@@ -27,7 +27,7 @@ from ..host._catalog import cache_dir
 from ..host._gguf import read_metadata
 from ..host._machine import cpu_flags
 from ._base import Capabilities, Generation, TokenChoice
-from ._decode import FastForward, decode, penalised, top_choices
+from ._decode import FastForward, Heard, decode, penalised, top_choices
 from ._masks import Matcher, compile_grammar, new_matcher
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend", "converted_dir"]
@@ -323,6 +323,8 @@ class TransformersBackend:
         self._prefix_lock = threading.Lock()
         #: Prompt tokens the last generation took from the cache instead of evaluating them.
         self.reused_tokens = 0
+        #: The last greedy generation under a grammar's best tokens at each pick (``Heard``).
+        self._heard: Heard | None = None
 
     def _token_text(self, key: str, fallback: str | None) -> str:
         token_id = self.metadata.get(key)
@@ -367,14 +369,20 @@ class TransformersBackend:
         limit = getattr(self.model.config, "max_position_embeddings", None)
         if limit and len(ids) >= limit:
             raise ContextLengthExceeded(len(ids), limit)
+        text = self._choice_text
+        heard = self._heard
+        if heard is not None and (held := heard.choices(ids, k, text, self._eog.__contains__)) is not None:
+            return held
         with torch.inference_mode():
             keep, past = self._take_prefix(ids)
             result = self.model(input_ids=torch.tensor([ids[keep:]], device=self.device), **{self._cache_arg: past},
                                 **self._step_kwargs)
             logits = result.logits[0, -1, : len(self.tokenizer)].double().cpu().numpy()
         self._keep_prefix(ids, getattr(result, self._cache_arg))
-        return top_choices(logits, k, lambda t: str(self.tokenizer.decode([t], skip_special_tokens=True)),
-                           self._eog.__contains__)
+        return top_choices(logits, k, text, self._eog.__contains__)
+
+    def _choice_text(self, token: int) -> str:
+        return str(self.tokenizer.decode([token], skip_special_tokens=True))
 
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply`` (``NextTokens``)."""
@@ -449,12 +457,18 @@ class TransformersBackend:
             if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
+        # A greedy reply under a grammar is the one decisions are read after: what the model
+        # wanted at each pick is kept for them.
+        steps.heard = Heard(prompt_ids) if grammar is not None and temperature <= 0 else None
         with torch.inference_mode():
             try:
                 generation = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop,
                                     cancel=cancel, on_text=on_text)
             finally:
                 self.mask_stats = (steps.full_masks, steps.picks)
+        if steps.heard is not None:
+            steps.heard.end(generation.tokens)
+            self._heard = steps.heard
         # Kept only after a generation that ended whole: an interrupted one may have left the
         # cache and its ids apart.
         self._keep_prefix(steps.ids[0].tolist(), steps.past)
@@ -484,6 +498,7 @@ class _Steps:
         self.past: Any = None
         self.logits: Any = None
         self.full_masks = self.picks = 0
+        self.heard: Heard | None = None
 
     def _forward(self, input_ids: Any) -> None:
         b = self.backend
@@ -498,6 +513,8 @@ class _Steps:
 
     def pick(self, reply: list[int]) -> int:
         torch, logits = self.torch, self.logits[0]
+        if self.heard is not None:  # before the penalty, which changes the row in place
+            self.heard.hear(reply, logits[: len(self.backend.tokenizer)].double().cpu().numpy())
         if self.penalty != 1.0 and reply:
             seen = torch.tensor(penalised(reply), device=logits.device)
             picked = logits[seen]
