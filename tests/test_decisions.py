@@ -17,7 +17,7 @@ from localtools._errors import UsageError
 from localtools.backends._base import NextTokens
 from localtools.examples import get_customer
 from localtools.grammar import build_grammar, matches
-from localtools.model._decide import DecisionPoint, Decisions, branch_shares, grammar_branch
+from localtools.model._decide import DecisionPoint, Decisions, branch_shares, conversation_text, grammar_branch
 
 
 @tool
@@ -287,6 +287,59 @@ def test_a_decision_after_a_greedy_reply_reads_what_the_generation_saw(backend_n
         assert backend.next_tokens(prompt, gen.tokens[:at], k=8) == recorded[at]
 
 
+def test_a_guess_is_a_call_whose_required_values_the_conversation_does_not_hold() -> None:
+    from localtools.model._decide import guessed
+
+    schema = {"area": {"type": "object", "required": ["shape", "width", "height", "unit"],
+                       "properties": {"shape": {"type": "string"}, "width": {"type": "number"},
+                                      "height": {"type": "number"}, "unit": {"enum": ["cm", "m"]},
+                                      "exact": {"type": "boolean"}}}}
+    said = conversation_text([{"role": "user", "content": "Area of a Rectangular field, 20 by 35.5 please"}])
+    rng = random.Random(5)
+    for _ in range(40):
+        # Each required value either from the question (as written, re-cased, or a paraphrase
+        # with the same stems) or made up; the enum and an optional value count neither way.
+        held = [rng.random() < 0.5 for _ in range(3)]
+        shape = rng.choice(["rectangular field", "RECTANGULAR", "rectangles_fields"]) if held[0] else \
+            rng.choice(["circle", "square lot"])
+        width = 20 if held[1] else rng.choice([7, 12.5])
+        height = 35.5 if held[2] else rng.choice([3, 40])
+        args = {"shape": shape, "width": width, "height": height, "unit": rng.choice(["cm", "m"]), "exact": True}
+        assert guessed([("area", args)], schema, said) is (2 * sum(held) <= 3), args
+    # Over several calls the values are pooled; calls with nothing to count are no guess.
+    two = [("area", {"shape": "rectangular", "width": 20, "height": 35.5, "unit": "m"}),
+           ("area", {"shape": "circle", "width": 20, "height": 2, "unit": "m"})]
+    assert not guessed(two, schema, said) and guessed(two[1:], schema, said)
+    assert not guessed([("area", {"unit": "m"})], schema, said) and not guessed([("other", {"x": 1})], schema, said)
+
+
+@pytest.mark.parametrize("share", [0.3, 0.6, 0.9])
+def test_a_guessed_call_under_the_threshold_is_answered_in_text(share: float) -> None:
+    made_up = tc("get_weather", city="Atlantis")
+    ask = [{"role": "user", "content": "What is the capital of France?"}]
+    choices = {"": {"<tool_call>": share, "The": 1 - share}}
+    for reply, guess in ((made_up, True), (tc("get_weather", city="France"), False)):
+        backend = ScriptedBackend([reply, "Paris is the capital."], choices=choices)
+        result = Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(guess=0.75))
+        refused = guess and share < 0.75
+        assert bool(result.tool_calls) is not refused
+        assert (result.content == "Paris is the capital.") is refused
+        decisions = [d for d in result.decisions if d.point is DecisionPoint.GUESS]
+        if not guess:
+            assert decisions == []  # a grounded call is never in doubt
+            continue
+        (decision,) = decisions
+        assert decision.share == pytest.approx(share) and decision.taken is refused and decision.reply == reply
+        if refused:  # the text was decoded under the text branch alone
+            grammar = backend.grammars[-1]
+            assert grammar is not None and not matches(grammar, made_up)
+    # Only under tool_choice "auto": a call the request demands stands.
+    backend = ScriptedBackend([made_up], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ask, [get_weather], tool_choice="required",
+                                                   decisions=Decisions(guess=0.75))
+    assert result.tool_calls and not result.decisions
+
+
 @tool
 def find_books(genre: str, author: str | None = None, max_results: int = 10, in_stock: bool = False) -> str:
     """Books of a genre."""
@@ -354,6 +407,32 @@ def test_calibration_replays_thresholds_and_picks_the_best_pair() -> None:
     assert decisions.form is not None and decisions.form <= 0.02
 
 
+def test_calibration_finds_the_guess_threshold_that_keeps_grounded_calls() -> None:
+    from localtools.bench._bfcl import Case
+    from localtools.bench._calibrate import Probe, choose
+
+    weather = {"type": "function", "function": {"name": "w", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+    def ask(text: str) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": text}]
+
+    cases = [Case("s1", "simple_python", ask("Weather in Paris?"), [weather], [{"w": {"city": ["Paris"]}}]),
+             Case("s2", "simple_python", ask("Weather in Oslo?"), [weather], [{"w": {"city": ["Oslo"]}}]),
+             Case("i1", "irrelevance", ask("Who wrote Hamlet?"), [weather], []),
+             Case("i2", "irrelevance", ask("Sum 2 and 2"), [weather], [])]
+    # Every call share is over any call threshold that keeps both simple cases: only the guess
+    # tells the irrelevant ones, whose cities nobody said, from the relevant ones at 0.55.
+    probes = [Probe("s1", "simple_python", 0.55, final=[("w", {"city": "Paris"})]),
+              Probe("s2", "simple_python", 0.9, final=[("w", {"city": "Oslo"})]),
+              Probe("i1", "irrelevance", 0.6, final=[("w", {"city": "London"})]),
+              Probe("i2", "irrelevance", 0.7, final=[("w", {"city": "Berlin"})])]
+    decisions, rows = choose(probes, cases)
+    assert decisions.guess is not None and 0.7 < decisions.guess <= 0.9 and decisions.call is not None
+    assert decisions.call <= 0.55 and max(r["mean"] for r in rows) == 1.0
+    assert max(r["mean"] for r in rows if r["guess"] == 0) == 0.75  # a call threshold loses a simple case
+
+
 def test_the_call_curve_counts_calls_where_one_is_expected_and_where_none_is(tmp_path: Path) -> None:
     from localtools.bench._bfcl import Case
     from localtools.bench._calibrate import Probe, call_curve
@@ -382,7 +461,8 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
         decisions: Decisions | None = None
 
     modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
-    args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, lever=None, samples=None)
+    args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, guess_threshold=None,
+                              lever=None, samples=None)
     with pytest.raises(UsageError, match="calibrate"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     loaded = Loaded()
@@ -425,6 +505,15 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     args.lever = ["more"]
     with pytest.raises(UsageError, match="--more-threshold"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    # The guess lever stands on the form and "more" decisions, with its own threshold.
+    args.lever, args.guess_threshold = ["guess", "all"], 0.75
+    out = _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    assert [(m.lever, m.decisions) for m in out[1:]] == [
+        ("guess<0.75", Decisions(form=0.001, guess=0.75)),
+        ("all", Decisions(call=0.6, form=0.001, guess=0.75, distinct=True, ground=True))]
+    assert main(["bench", "--guess-threshold", "0.8"]) == 2
+    assert "apply to --levers" in capsys.readouterr().err
+    args.guess_threshold = None
     # The cases the calibration was made on are never among those the levers are reported on.
     from localtools.bench._bfcl import Case
     from localtools.cli._bench import _apart_from_calibration
@@ -724,3 +813,10 @@ def test_a_calibration_stopped_part_way_goes_on_where_it_stopped(tmp_path: Path,
     stop_at[0] = 0
     assert main([*argv, "--max-tokens", "128"]) == 0
     assert asked == ["simple_python_0", *(f"simple_python_{i}" for i in range(4))]  # asked differently: again
+    # --replay chooses again from the probes written, asking nothing; asked otherwise, it refuses.
+    asked.clear()
+    (tmp_path / "m.json").write_text(json.dumps({**json.loads((tmp_path / "m.json").read_text()), "grid": []}))
+    assert main([*argv, "--max-tokens", "128", "--replay"]) == 0
+    assert asked == [] and json.loads((tmp_path / "m.json").read_text())["grid"]
+    assert main([*argv, "--replay"]) == 2 and asked == []
+    assert "--replay: no calibration of m" in capsys.readouterr().err

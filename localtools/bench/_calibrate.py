@@ -4,26 +4,27 @@ Each calibration case is asked once with every decision probing: the call branch
 (its share recorded), another call written while its share reaches a low floor (each share and
 the reply it would have ended with recorded), repeats left out. Any pair of thresholds then
 replays offline: below the call threshold the answer is text; below the "more" threshold the
-reply ends where that decision stood. The pair kept is the one with the best mean accuracy over
+reply ends where that decision stood; under the guess threshold a reply whose calls are a guess
+(``guessed``) is text. The set kept is the one with the best mean accuracy over
 the categories (each category weighs the same); its curve is printed and written.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .._errors import LocalToolsError
-from ..model._decide import DecisionPoint, Decisions
+from ..model._decide import DecisionPoint, Decisions, conversation_text, guessed
 from ..model._model import Model
 from ._bfcl import Case, sample
 from ._checker import check_calls
 
-__all__ = ["CALL_GRID", "FORM_GRID", "MORE_GRID", "Probe", "ProbeLog", "calibration_cases", "call_curve", "choose", "probe",
-           "replay", "write_calibration"]
+__all__ = ["CALL_GRID", "FORM_GRID", "GUESS_GRID", "MORE_GRID", "Probe", "ProbeLog", "calibration_cases", "call_curve", "choose", "probe",
+           "replay", "saved_probes", "write_calibration"]
 
 #: The thresholds tried (shares of the model's probability).
 CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -31,6 +32,10 @@ CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 # (Qwen 0.5B, calibration split: 0.004 to 0.012 after the first item on 4 of 20 parallel questions).
 MORE_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.7, 1.01)
 FORM_GRID = (0.0, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.3, 1.01)
+#: 0: no call is refused as a guess.
+GUESS_GRID = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.01)
+#: Most tokens of a probed reply, unless told.
+MAX_TOKENS = 256
 #: Below this share no further call is probed (every higher threshold would stop there too).
 FLOOR = MORE_GRID[0]
 
@@ -89,6 +94,19 @@ def _probe_from_line(line: str) -> Probe:
     return Probe(**{k: data[k] for k in Probe.__dataclass_fields__})
 
 
+def saved_probes(path: Path, header: dict[str, Any]) -> dict[str, Probe] | None:
+    """The probes of the calibration written at ``path``, by case, when it was made with ``header``'s
+    settings; ``None`` when there is none, or it was made with others."""
+    try:
+        body = json.loads(path.read_text(encoding="utf-8"))
+        # Files written before the header held max_tokens were made with probe's default.
+        if {"max_tokens": MAX_TOKENS, **body["meta"]} != header:
+            return None
+        return {p.case_id: p for p in (_probe_from_line(json.dumps(line)) for line in body["probes"])}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        return None
+
+
 def calibration_cases(cases: Sequence[Case], n: int, *, reported: int = 40) -> list[Case]:
     """``n`` cases of one category that the report never uses: the reported sample (``reported``
     cases, seed 0) left out, then an even spread (seed 1) of the rest."""
@@ -96,7 +114,7 @@ def calibration_cases(cases: Sequence[Case], n: int, *, reported: int = 40) -> l
     return sample([c for c in cases if c.id not in kept], n, 1)
 
 
-def probe(model: Model, case: Case, *, max_tokens: int = 256) -> Probe:
+def probe(model: Model, case: Case, *, max_tokens: int = MAX_TOKENS) -> Probe:
     """``case`` asked with the call branch always taken and more calls while their share is at least ``FLOOR``."""
     decisions = Decisions(call=0.0, more=FLOOR, form=0.0, distinct=True)
     family = model.family
@@ -116,8 +134,17 @@ def probe(model: Model, case: Case, *, max_tokens: int = 256) -> Probe:
                  [(c.name, c.arguments) for c in result.tool_calls])
 
 
-def replay(p: Probe, call: float, more: float, form: float = 1.01) -> Calls:
-    """The calls the reply would hold under these thresholds."""
+def replay(p: Probe, call: float, more: float, form: float = 1.01, guess: float = 0.0,
+           is_guess: Callable[[Calls], bool] | None = None) -> Calls:
+    """The calls the reply would hold under these thresholds (``is_guess``: whether calls are a
+    guess in the probe's case; none is without it)."""
+    calls = _replay(p, call, more, form)
+    if calls and is_guess is not None and p.call_share is not None and p.call_share < guess and is_guess(calls):
+        return []
+    return calls
+
+
+def _replay(p: Probe, call: float, more: float, form: float) -> Calls:
     if p.error or p.call_share is None or p.call_share < call:
         return []
     if p.form is not None and (p.form[0] is None or p.form[0] < form):
@@ -129,31 +156,46 @@ def replay(p: Probe, call: float, more: float, form: float = 1.01) -> Calls:
 
 
 def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float,
-              form: float) -> dict[str, float]:
+              form: float, guess: float = 0.0) -> dict[str, float]:
     by: dict[str, list[bool]] = {}
     for p in probes:
         case = cases[p.case_id]
         schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
-        by.setdefault(p.category, []).append(check_calls(replay(p, call, more, form), case.expected, schemas).ok)
+        said = conversation_text(case.messages)
+
+        def is_guess(calls: Calls, schemas: dict[str, Any] = schemas, said: str = said) -> bool:
+            return guessed(calls, schemas, said)
+
+        calls = replay(p, call, more, form, guess, is_guess)
+        by.setdefault(p.category, []).append(check_calls(calls, case.expected, schemas).ok)
     return {category: sum(flags) / len(flags) for category, flags in by.items()}
 
 
 def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, list[dict[str, Any]]]:
-    """The thresholds with the best mean per-category accuracy on ``probes`` (ties: the lower
-    call threshold, then the higher "more" threshold: the fewer changes from greedy), and the
-    whole grid as rows."""
+    """The thresholds with the best mean per-category accuracy on ``probes`` (ties: no guess
+    threshold or the lower one, the lower call threshold, then the higher "more" threshold: the fewer changes
+    from greedy), and the whole grid as rows. The guess threshold is swept with the call
+    threshold, "more" and the form held where the rest of the grid put them."""
     known = {c.id: c for c in cases}
     rows = []
     forms = FORM_GRID if any(p.form is not None for p in probes) else (1.01,)
-    for call in CALL_GRID:
-        for more in MORE_GRID:
-            for form in forms:
-                accuracy = _accuracy(probes, known, call, more, form)
-                rows.append({"call": call, "more": more, "form": form, "mean": sum(accuracy.values()) / len(accuracy),
-                             **accuracy})
-    best = max(rows, key=lambda r: (round(r["mean"], 9), -r["call"], r["form"], r["more"]))
+
+    def row(call: float, more: float, form: float, guess: float) -> dict[str, Any]:
+        accuracy = _accuracy(probes, known, call, more, form, guess)
+        return {"call": call, "more": more, "form": form, "guess": guess,
+                "mean": sum(accuracy.values()) / len(accuracy), **accuracy}
+
+    rows = [row(call, more, form, 0.0) for call in CALL_GRID for more in MORE_GRID for form in forms]
+
+    def rank(r: dict[str, Any]) -> tuple[float, ...]:
+        return round(r["mean"], 9), -r["guess"], -r["call"], r["form"], r["more"]
+
+    held = max(rows, key=rank)
+    rows += [row(call, held["more"], held["form"], guess) for call in CALL_GRID for guess in GUESS_GRID if guess > 0]
+    best = max(rows, key=rank)
     return Decisions(call=best["call"], more=best["more"] if best["more"] <= 1 else None,
-                     form=best["form"] if best["form"] <= 1 else None, distinct=True), rows
+                     form=best["form"] if best["form"] <= 1 else None,
+                     guess=best["guess"] if 0 < best["guess"] <= 1 else None, distinct=True), rows
 
 
 def call_curve(probes: Sequence[Probe], cases: Iterable[Case],
@@ -173,6 +215,6 @@ def call_curve(probes: Sequence[Probe], cases: Iterable[Case],
 def write_calibration(path: Path, decisions: Decisions, meta: dict[str, Any], rows: list[dict[str, Any]],
                       probes: Sequence[Probe], curve: Sequence[dict[str, Any]] = ()) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "form", "distinct")},
+    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "form", "guess", "distinct")},
             "meta": meta, "grid": rows, "curve": list(curve), "probes": [asdict(p) for p in probes]}
     path.write_text(json.dumps(body, indent=1), encoding="utf-8")

@@ -63,18 +63,22 @@ def add_parser(sub: Any) -> None:
                        "the catalog's thresholds for the model (docs/decisions.md)")
     bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
-                       "share), distinct (a reply's repeated call left out), ground (optional arguments the "
+                       "share), guess (calls whose required values the conversation lacks, on a share under the "
+                       "threshold, answered in text; with form and more), distinct (a reply's repeated call left out), "
+                       "ground (optional arguments the "
                        "conversation never mentions left out), samples=N (N replies vote; --samples) and all of them but samples; "
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, distinct, ground, samples, all")
+                       "greedy, call, more, form, guess, distinct, ground, samples, all")
     bench.add_argument("--samples", type=int, action="append", metavar="N",
                        help="with --levers: the samples lever once per N (repeatable; default 3)")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
     bench.add_argument("--more-threshold", type=float, metavar="P", help="with --levers: the another-call threshold")
     bench.add_argument("--form-threshold", type=float, metavar="P", help="with --levers: the parallel-form threshold "
                        "(one list of calls; with more)")
+    bench.add_argument("--guess-threshold", type=float, metavar="P", help="with --levers: the call share under which "
+                       "a guessed call is answered in text (with form and more)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
                        "(needs matplotlib)")
@@ -200,7 +204,7 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 
 #: The levers --lever names.
-_LEVERS = ("greedy", "call", "more", "form", "distinct", "ground", "samples", "all")
+_LEVERS = ("greedy", "call", "more", "form", "guess", "distinct", "ground", "samples", "all")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -221,7 +225,8 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         call = args.call_threshold if args.call_threshold is not None else own.call
         more = args.more_threshold if args.more_threshold is not None else own.more
         form = args.form_threshold if args.form_threshold is not None else own.form
-        if call is None and more is None and form is None:
+        guess = args.guess_threshold if args.guess_threshold is not None else own.guess
+        if call is None and more is None and form is None and guess is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
         # Each lever by the name --lever takes: its label in the results, and how it decides.
@@ -230,9 +235,11 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                   **({"call": [(f"call>={call:g}", Decisions(call=call))]} if call is not None else {}),
                   **({"more": [(f"more>={more:g}", Decisions(more=more))]} if more is not None else {}),
                   **({"form": [(f"form>={form:g}", Decisions(form=form, more=more))]} if form is not None else {}),
+                  **({"guess": [(f"guess<{guess:g}", Decisions(form=form, more=more, guess=guess))]}
+                     if guess is not None else {}),
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
-                  "all": [("all", Decisions(call=call, more=more, form=form, distinct=True, ground=True))]}
+                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, distinct=True, ground=True))]}
         wanted = set(args.lever or ())
         if unknown := wanted - set(_LEVERS):
             raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected {', '.join(_LEVERS)}")
@@ -248,7 +255,8 @@ def _decides(decisions: Any) -> str:
     """How a model's constrained mode decides, in a line."""
     if decisions is None or not decisions.active:
         return "greedy"
-    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form") if getattr(decisions, k) is not None]
+    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess")
+            if getattr(decisions, k) is not None]
     return "on " + ", ".join(set_ + [k for k in ("distinct", "ground") if getattr(decisions, k)])
 
 
@@ -287,8 +295,9 @@ def main(args: argparse.Namespace) -> int:
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
     if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None
-            or args.samples) and not args.levers:
-        raise UsageError("--call-threshold, --more-threshold, --form-threshold and --samples apply to --levers")
+            or args.guess_threshold is not None or args.samples) and not args.levers:
+        raise UsageError("--call-threshold, --more-threshold, --form-threshold, --guess-threshold and --samples apply "
+                         "to --levers")
     if any(n < 2 for n in args.samples or ()):
         raise UsageError(f"--samples takes 2 or more replies to vote, got {min(args.samples)}")
     if args.plot:

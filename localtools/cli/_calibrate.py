@@ -16,7 +16,8 @@ def add_parser(sub: Any) -> None:
         description="Ask BFCL cases (a calibration split: never the cases `localtools bench --sample 40` reports) "
         "with every decision probing, then pick the thresholds with the best mean accuracy over the categories: "
         "call vs text under tool_choice auto, another call vs the end of the turn, the family's parallel form (one list) "
-        "vs single calls. They are written where `load(MODEL, decisions='calibrated')` and `run`/`serve --calibrated` "
+        "vs single calls, and the share under which a call that is a guess (its required values not in the "
+        "conversation) is answered in text. They are written where `load(MODEL, decisions='calibrated')` and `run`/`serve --calibrated` "
         "find them (see `--print-path`); `localtools bench --levers` reports them on the other split.")
     p.add_argument("model", nargs="?", help="catalog name or .gguf path (default: the default model)")
     p.add_argument("--backend", default="llama-cpp", choices=list(BACKENDS), help="in-process backend (default llama-cpp)")
@@ -26,14 +27,26 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
     p.add_argument("--plot", metavar="FILE.png", help="also draw the call decision's curve (needs matplotlib)")
     p.add_argument("--dry-run", action="store_true", help="print the thresholds and the curve, write nothing")
+    p.add_argument("--replay", action="store_true",
+                   help="choose the thresholds again from the probes of the calibration already written with these "
+                   "options, asking the model nothing (after a new threshold grid or decision)")
     p.add_argument("--print-path", action="store_true", help="print where the thresholds are kept for MODEL and exit")
 
 
 def main(args: argparse.Namespace) -> int:
     from rich.table import Table
 
+    from .._errors import UsageError
     from ..bench import CATEGORIES, bfcl_data_dir, load_cases
-    from ..bench._calibrate import ProbeLog, calibration_cases, call_curve, choose, probe, write_calibration
+    from ..bench._calibrate import (
+        ProbeLog,
+        calibration_cases,
+        call_curve,
+        choose,
+        probe,
+        saved_probes,
+        write_calibration,
+    )
     from ..host._catalog import default_model
     from ..model._decide import Decisions
     from ..model._load import calibration_path, load
@@ -50,20 +63,29 @@ def main(args: argparse.Namespace) -> int:
     folder = bfcl_data_dir()
     categories = args.category or list(CATEGORIES)
     cases = [c for category in categories for c in calibration_cases(load_cases(folder, category), args.sample)]
-    model = load(name, backend=args.backend, decisions=Decisions())
     meta = {"model": name, "backend": args.backend, "categories": categories, "sample": args.sample,
             "max_tokens": args.max_tokens, "split": "calibration: seed 1 over the cases outside bench's --sample 40 --seed 0"}
-    # The probes are kept as they are made: a run stopped part way goes on where it stopped.
-    log = None if args.dry_run else ProbeLog(path.with_suffix(".probes.jsonl"), meta)
-    done = {} if log is None else {c.id: log.done[c.id] for c in cases if c.id in log.done}
-    if log is not None and done:
-        print(f"note: {len(done)} of the {len(cases)} cases were probed by a run that stopped; going on from there "
-              f"({log.path})", file=sys.stderr)
+    log = None
+    if args.replay:
+        saved = saved_probes(path, meta)
+        if saved is None or any(c.id not in saved for c in cases):
+            raise UsageError(f"--replay: no calibration of {name} at {path} made with these options (--backend, "
+                             "--sample, --category, --max-tokens); run `localtools calibrate` without --replay first")
+        done = saved
+    else:
+        # The probes are kept as they are made: a run stopped part way goes on where it stopped.
+        log = None if args.dry_run else ProbeLog(path.with_suffix(".probes.jsonl"), meta)
+        done = {} if log is None else {c.id: log.done[c.id] for c in cases if c.id in log.done}
+        if log is not None and done:
+            print(f"note: {len(done)} of the {len(cases)} cases were probed by a run that stopped; going on from there "
+                  f"({log.path})", file=sys.stderr)
+    model = None if all(c.id in done for c in cases) else load(name, backend=args.backend, decisions=Decisions())
     probes = []
     with _common.steps("calibrate", len(cases)) as step:
         for case in cases:
             made = done.get(case.id)
             if made is None:
+                assert model is not None
                 made = probe(model, case, max_tokens=args.max_tokens)
                 if log is not None:
                     log.add(made)
@@ -71,10 +93,10 @@ def main(args: argparse.Namespace) -> int:
             step(case.id)
     decisions, rows = choose(probes, cases)
     table = Table(title=f"{name}: mean accuracy by threshold on {len(cases)} calibration cases (best first)")
-    for column in ("call", "more", "form", "mean", *categories):
+    for column in ("call", "more", "form", "guess", "mean", *categories):
         table.add_column(column, justify="right")
     for row in sorted(rows, key=lambda r: -r["mean"])[:12]:
-        table.add_row(f"{row['call']:g}", f"{row['more']:g}", f"{row['form']:g}", f"{row['mean']:.1%}",
+        table.add_row(f"{row['call']:g}", f"{row['more']:g}", f"{row['form']:g}", f"{row['guess']:g}", f"{row['mean']:.1%}",
                       *(f"{row[c]:.1%}" if c in row else "-" for c in categories))
     _common.print_table(table)
     curve = call_curve(probes, cases)
@@ -88,7 +110,11 @@ def main(args: argparse.Namespace) -> int:
     failed = sum(1 for p in probes if p.error)
     if failed:
         print(f"note: {failed} cases ended in an error while probing (scored as no call)", file=sys.stderr)
-    print(f"chosen: call {decisions.call}, more {decisions.more}, form {decisions.form}, distinct {decisions.distinct}")
+    print(f"chosen: call {decisions.call}, more {decisions.more}, form {decisions.form}, guess {decisions.guess}, "
+          f"distinct {decisions.distinct}")
+    if args.replay and not args.dry_run:
+        write_calibration(path, decisions, meta, rows, probes, curve)
+        print(f"wrote {path}")
     if log is not None:
         write_calibration(path, decisions, meta, rows, probes, curve)
         log.close()

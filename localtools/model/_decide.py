@@ -12,6 +12,7 @@ token further), and the branch is taken when its share passes a threshold calibr
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -23,7 +24,7 @@ from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
 __all__ = ["Decision", "DecisionPoint", "Decisions", "branch_shares", "conversation_text", "fork", "grammar_branch",
-           "grounded", "ungrounded"]
+           "grounded", "guessed", "ungrounded"]
 
 
 class DecisionPoint(StrEnum):
@@ -41,6 +42,9 @@ class DecisionPoint(StrEnum):
     GROUND = "ground"
     #: Self-consistency: the calls most of ``samples`` replies agree on.
     VOTE = "vote"
+    #: Under tool_choice "auto": calls whose required values the conversation does not hold,
+    #: made on a share under the ``guess`` threshold, answered in text instead.
+    GUESS = "guess"
 
 
 @dataclass(frozen=True)
@@ -57,7 +61,10 @@ class Decisions:
     only when its value is grounded: written in the conversation (the user's words, a tool's
     result), or the schema's default; required arguments are never left out. ``k`` tokens of the
     distribution are read at each step, a token that fits both branches followed up to ``depth``
-    tokens deep. Backends that cannot give their distribution (``Capabilities.next_tokens``)
+    tokens deep. ``guess``: under tool_choice "auto", a reply whose calls are a guess (at most half
+    of their required values are in the conversation, ``guessed``) and whose call share is under
+    this threshold is answered in text instead; a call the model is surer of stands.
+    Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
     calls most of them agree on (name and arguments, in any order; "no call" is one answer) win,
@@ -67,6 +74,7 @@ class Decisions:
     call: float | None = None
     more: float | None = None
     form: float | None = None
+    guess: float | None = None
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -77,7 +85,7 @@ class Decisions:
     depth: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("call", "more", "form"):
+        for name in ("call", "more", "form", "guess"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
@@ -90,8 +98,8 @@ class Decisions:
 
     @property
     def active(self) -> bool:
-        return self.call is not None or self.more is not None or self.form is not None or self.distinct or \
-            self.ground or self.samples > 1
+        return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
+            self.distinct or self.ground or self.samples > 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
@@ -110,7 +118,8 @@ class Decision:
     #: The model's share for the first branch (call; another call); ``None`` when it could not be read.
     share: float | None
     threshold: float | None
-    #: Whether the first branch was taken (it called; it wrote another call; the repeat was left out).
+    #: Whether the first branch was taken (it called; it wrote another call; the repeat was left out;
+    #: the guess was answered in text).
     taken: bool
     #: Calls in the reply when it was made (``MORE``), or the repeated call's position (``DISTINCT``).
     calls: int = 0
@@ -232,7 +241,8 @@ def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
         return bool(value.strip()) and _plain(value) in conversation
     if isinstance(value, int | float):
         forms = {repr(value), f"{value:g}"} | ({str(int(value))} if float(value).is_integer() else set())
-        return any(form in conversation for form in forms)
+        # A whole number as written: 3 is not in "35.5", nor 5 in "2.5".
+        return any(re.search(rf"(?<![\d.]){re.escape(form)}(?!\.?\d)", conversation) for form in forms)
     items = schema.get("items", {}) if isinstance(schema, Mapping) else {}
     if isinstance(value, list):
         return bool(value) and all(grounded(v, conversation, items if isinstance(items, Mapping) else {}) for v in value)
@@ -240,6 +250,46 @@ def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
         props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
         return bool(value) and all(grounded(v, conversation, props.get(k, {})) for k, v in value.items())
     return False
+
+
+#: Words compared by their first this-many characters: "vaporization" is grounded by "vaporizing".
+_STEM = 5
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[^\W_]+", text.lower())
+
+
+def _mentioned(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any]) -> bool:
+    """``grounded``, or a string every word of which begins (``_STEM`` characters) like a word of the conversation."""
+    if grounded(value, conversation, schema):
+        return True
+    words = _words(value) if isinstance(value, str) else []
+    return bool(words) and all(w[:_STEM] in stems for w in words)
+
+
+def guessed(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str) -> bool:
+    """Whether ``calls`` (name, arguments) are a guess: at most half of their required values are
+    in ``conversation`` (``conversation_text``), a string counted when each of its words begins as
+    one of the conversation's does (a paraphrase: "total_points" for "total points"). Values with
+    no words of their own (a boolean, one of an ``enum``) count neither way; calls with none of
+    the rest are no guess."""
+    stems = frozenset(w[:_STEM] for w in _words(conversation))
+    held = counted = 0
+    for name, arguments in calls:
+        schema = schemas.get(name)
+        if not isinstance(schema, Mapping):
+            continue
+        props = schema.get("properties", {})
+        for key in schema.get("required", ()):
+            value = arguments.get(key)
+            prop = props.get(key, {}) if isinstance(props, Mapping) else {}
+            if key not in arguments or isinstance(value, bool) or value is None or \
+                    (isinstance(prop, Mapping) and "enum" in prop):
+                continue
+            counted += 1
+            held += _mentioned(value, conversation, stems, prop if isinstance(prop, Mapping) else {})
+    return counted > 0 and 2 * held <= counted
 
 
 def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:

@@ -31,7 +31,7 @@ from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_
 from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
-from ._decide import Decision, DecisionPoint, Decisions, conversation_text, decide, distinct, fork, ungrounded
+from ._decide import Decision, DecisionPoint, Decisions, conversation_text, decide, distinct, fork, guessed, ungrounded
 from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnCheck, TurnDone
 from ._turn import ChatResult
 
@@ -507,6 +507,9 @@ class Model:
             made.append(decide(source, prompt, DecisionPoint.CALL, decisions.call, call.grammar, text.grammar, decisions))
             fmt = call if made[-1].taken else text
         gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
+        if decisions.guess is not None:
+            gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, messages, specs,
+                              max_tokens=max_tokens, penalties=penalties)
         if forms is not None and decisions.form is not None and whole.can_call:
             gen, chosen = self._form(run, source, prompt, whole, gen, thought, made, variant, decisions,
                                      max_tokens=max_tokens, penalties=penalties)
@@ -541,6 +544,33 @@ class Model:
         chosen = replies[next(i for i, a in enumerate(answers) if votes[a] == most)]
         made.append(Decision(DecisionPoint.VOTE, most / len(replies), None, chosen is not gen, len(replies)))
         return chosen
+
+    def _guess(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
+               thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions,
+               messages: list[dict[str, Any]], specs: list[dict[str, Any]], *, max_tokens: int,
+               penalties: Sequence[float]) -> Generation:
+        """Under tool_choice "auto", calls that are a guess (``guessed``: the conversation holds at
+        most half of their required values) made on a call share under ``decisions.guess``: the
+        turn is answered in text instead. The share is the call decision's when one was made."""
+        assert decisions.guess is not None
+        if run.streamed or whole.tool_choice != "auto" or not whole.can_call:
+            return gen
+        calls = whole.parse(gen.text).tool_calls
+        schemas = {spec["function"]["name"]: spec["function"].get("parameters") or {} for spec in specs}
+        if not calls or not guessed([(c.name, c.arguments) for c in calls], schemas, conversation_text(messages)):
+            return gen
+        share = next((d.share for d in made if d.point is DecisionPoint.CALL), None)
+        if share is None:
+            share = decide(source, prompt, DecisionPoint.CALL, decisions.guess, variant("required").grammar,
+                           variant("none").grammar, decisions).share
+        refused = share is not None and share < decisions.guess
+        made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, refused, len(calls), gen.text))
+        if not refused:
+            return gen
+        try:
+            return self._answer(run, prompt, variant("none"), thought, max_tokens=max_tokens, penalties=penalties[:1])
+        except GenerationTruncated:
+            return gen
 
     def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
               thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
