@@ -132,6 +132,18 @@ def test_xml_values_are_typed_by_the_schema_the_grammar_used() -> None:
     assert read_args("xml", text, 0, schema)[0] == {"a": "1", "b": "[1, 2]", "n": 7, "c": "12345"}
 
 
+@pytest.mark.parametrize(("raw", "read"), [("\t8", "\t8"), ("8", "8"), ("12", 12), (" 12", 12), ("true", "true"),
+                                         ("[1]", "[1]"), ("3.5", "3.5")])
+def test_an_xml_value_two_types_could_read_is_the_one_the_schema_takes(raw: str, read: Any) -> None:
+    """Where a string and a number (or another type) may both go, text that reads as a number the
+    schema refuses (8 under a minimum of 10) stays the text, which it takes."""
+    from localtools.families._args import read_args
+
+    schema = {"type": "object", "properties": {"v": {"anyOf": [{"type": "integer", "minimum": 10},
+                                                               {"type": "string"}]}}}
+    assert read_args("xml", f"<parameter=v>\n{raw}\n</parameter>\n", 0, schema)[0] == {"v": read}
+
+
 def test_an_argument_syntax_the_parser_would_not_read_is_refused_when_the_family_loads() -> None:
     import dataclasses
 

@@ -134,7 +134,18 @@ def _xml_value(raw: str, schema: Any) -> Any:
     fits = kind in kinds or (kind == "integer" and "number" in kinds)
     if kinds and not fits and "string" in kinds:
         return raw  # text that reads as another type ("12345", "[1, 2]") where a string may go
+    if "string" in kinds and not _valid(value, schema) and _valid(raw, schema):
+        return raw  # both readings are allowed by type; only the text fits the schema ("\t8" where 8 is too small)
     return value
+
+
+def _valid(value: Any, schema: Any) -> bool:
+    import jsonschema
+
+    try:
+        return bool(jsonschema.Draft202012Validator(schema).is_valid(value))
+    except Exception:  # a schema (or a $ref in it) this cannot read alone: the check after parsing judges
+        return True
 
 
 def _types(schema: Any) -> set[str]:
