@@ -78,6 +78,8 @@ def test_another_call_follows_a_token_that_fits_both_branches() -> None:
     grammar = backend.grammars[1]
     assert grammar is not None and not matches(grammar, PARIS) and matches(grammar, PARIS + "\n" + LONDON)
     assert result.attempts == 2
+    # It went on from the first reply where the decision stood, not from its start.
+    assert backend.continued == [0, len(PARIS)]
 
 
 def test_below_the_threshold_the_turn_ends_after_its_call() -> None:
@@ -340,6 +342,29 @@ def test_a_guessed_call_under_the_threshold_is_answered_in_text(share: float) ->
     assert result.tool_calls and not result.decisions
 
 
+@pytest.mark.model
+@pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
+def test_a_reply_goes_on_from_an_earlier_one_as_if_decoded_from_its_start(backend_name: str) -> None:
+    """Going on from part of a greedy reply gives the reply decoding from the start gives, with
+    only the rest generated; a reply the grammar refuses is refused."""
+    from conftest import load_once
+
+    from localtools._errors import GrammarError
+
+    model = load_once("smollm2-135m", backend_name)
+    backend: Any = model.backend
+    assert backend.capabilities.continues
+    prompt = model.render(ASK, [get_weather])
+    grammar = model.grammar([get_weather], "required")
+    whole = backend.generate(prompt, grammar=grammar, max_tokens=60)
+    for cut in sorted({1, len(whole.tokens) // 3, len(whole.tokens) // 2, len(whole.tokens) - 1}):
+        went_on = backend.generate(prompt, grammar=grammar, max_tokens=60, reply=whole.tokens[:cut])
+        assert went_on.tokens == whole.tokens and went_on.text == whole.text
+        assert went_on.generated == len(whole.tokens) - cut
+    with pytest.raises(GrammarError, match="not in the grammar"):
+        backend.generate(prompt, grammar=grammar, max_tokens=8, reply=backend.tokenize(model.render([], []))[:3] or [0])
+
+
 @tool
 def find_books(genre: str, author: str | None = None, max_results: int = 10, in_stock: bool = False) -> str:
     """Books of a genre."""
@@ -542,6 +567,7 @@ def test_in_a_list_of_calls_another_call_is_decided_before_the_closing_bracket()
     assert backend.asked[0] == fork_at and result.decisions[0].share == pytest.approx(0.45)
     # The second decision forks inside the longer list, and stops there.
     assert backend.asked[-1] == "```json\n[" + two and not result.decisions[-1].taken
+    assert backend.continued == [0, len(fork_at)]  # decoded again from the fork only
 
 
 FENCE_PARIS = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
@@ -567,6 +593,8 @@ def test_the_form_decision_writes_the_calls_as_one_list_on_its_share(share: floa
     if takes:
         grammar = backend.grammars[1]  # the list form alone
         assert grammar is not None and not matches(grammar, FENCE_PARIS) and matches(grammar, listed + "]\n```")
+        # The list went on from the fence the single call had opened with; its next item from the first.
+        assert backend.continued == [0, len("```json\n"), len(listed)]
     # Without the form decision the grammar offers no list.
     plain = Model(ScriptedBackend([FENCE_PARIS]), family="qwen2.5").reply_format([get_weather]).grammar
     assert plain is not None and not matches(plain, listed + "]\n```")

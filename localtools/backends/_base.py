@@ -108,6 +108,10 @@ class Capabilities:
     #: It answers ``NextTokens.next_tokens``: the model's own distribution of the next token, which
     #: the decisions (``localtools.Decisions``) read. Without it every decision is greedy.
     next_tokens: bool = False
+    #: Its ``generate`` takes ``reply=``: token ids of a reply it returned, to go on from under the
+    #: grammar (a decision taken part way through a reply decodes only what follows). Without it
+    #: the reply is decoded again from its start.
+    continues: bool = False
 
 
 @dataclass(frozen=True)

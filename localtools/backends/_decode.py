@@ -56,10 +56,14 @@ class Heard:
     #: Tokens kept per position: ``Decisions.k`` (20) with room to spare; a larger ``k`` misses.
     K = 32
 
-    def __init__(self, prompt_ids: Sequence[int]) -> None:
+    def __init__(self, prompt_ids: Sequence[int], reply: Sequence[int] = (), before: Heard | None = None) -> None:
         self.ids: list[int] = list(prompt_ids)
         self.prompt = len(self.ids)
         self.at: dict[int, tuple[list[int], list[float]]] = {}
+        # A generation that goes on from ``reply`` read none of it; the one it came from may have.
+        known = self.ids + list(reply)
+        if before is not None and before.ids[: len(known)] == known:
+            self.at = {at: row for at, row in before.at.items() if at <= len(known)}
 
     def hear(self, reply: Sequence[int], logits: Any) -> None:
         """The logits read after the prompt and ``reply``, before the next token is picked."""
@@ -81,8 +85,9 @@ class Heard:
 class Steps(Protocol):
     """One generation's model-specific steps."""
 
-    def start(self) -> None:
-        """Evaluate the prompt."""
+    def start(self, reply: list[int]) -> None:
+        """Evaluate the prompt, then ``reply``: tokens of a reply to go on from (the grammar takes
+        them first; ``GrammarError`` when it refuses them)."""
 
     def pick(self, reply: list[int]) -> int:
         """The next token, under the grammar and the repeat penalty (on ``penalised(reply)``)."""
@@ -148,24 +153,27 @@ class FastForward:
 
 
 def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[str] = (),
-           cancel: Callable[[], bool] | None = None, on_text: Callable[[str], None] | None = None) -> Generation:
+           cancel: Callable[[], bool] | None = None, on_text: Callable[[str], None] | None = None,
+           reply: Sequence[int] = ()) -> Generation:
     """Generate until an end token, a stop string (left out of the text) or ``max_tokens``.
+    ``reply``: tokens of a reply to go on from; the ``Generation`` holds them and what followed
+    (``max_tokens`` counts both; ``completion_tokens`` only what followed).
 
     After each picked token, the tokens the grammar forces (``Steps.forced``) join it and the
     batch is evaluated in one pass. ``cancel`` is asked before each pick; when it answers True,
     ``GenerationCancelled`` is raised. ``on_text`` is handed the text as it grows (see ``TextFeed``).
     """
     feed = TextFeed(on_text, stop) if on_text is not None else None
-    out: list[int] = []
+    out: list[int] = list(reply)
     finish, text, forced_count, stopped_by = "length", "", 0, None
     start = time.perf_counter()
-    first = start
-    steps.start()
+    first = None
+    steps.start(list(reply))
     while len(out) < max_tokens:
         if cancel is not None and cancel():
             raise GenerationCancelled("generation was cancelled")
         token = steps.pick(out)
-        if not out:
+        if first is None:
             first = time.perf_counter()
         if steps.is_end(token):
             finish = "stop"
@@ -200,6 +208,8 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
         text = steps.text(out, final=True)
     if feed is not None:
         feed.end(text)
+    first = end if first is None else first
     return Generation(text=text, tokens=out, finish_reason=finish, prompt_tokens=prompt_tokens,
                       prompt_seconds=first - start, decode_seconds=end - first,
+                      completion_tokens=len(out) - len(reply) if reply else None,
                       forced_tokens=forced_count, stop=stopped_by)

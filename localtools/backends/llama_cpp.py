@@ -222,7 +222,7 @@ class LlamaCppBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time (a llama.cpp context is not thread-safe)."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=True)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True)
 
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``); the
@@ -286,8 +286,10 @@ class LlamaCppBackend:
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
+        reply: Sequence[int] = (),
     ) -> Generation:
-        """One reply to ``prompt`` under ``grammar`` (``Backend.generate``)."""
+        """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
+        (``Capabilities.continues``)."""
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:
@@ -300,11 +302,11 @@ class LlamaCppBackend:
         ahead = FastForward(grammar, self._encode, self._is_control) if grammar is not None and self.fast_forward else None
         # A greedy reply under a grammar is the one decisions are read after: what the model
         # wanted at each pick is kept for them.
-        heard = Heard(prompt_ids) if grammar is not None and temperature <= 0 else None
+        heard = Heard(prompt_ids, reply, self._heard) if grammar is not None and temperature <= 0 else None
         steps = _Steps(self, prompt_ids, pick, ahead, heard)
         try:
             gen = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
-                         on_text=on_text)
+                         on_text=on_text, reply=reply)
             if heard is not None:
                 heard.end(gen.tokens)
                 self._heard = heard
@@ -355,8 +357,11 @@ class _Steps:
         self.llama_cpp = _import()
         self.vocab = backend.llm._model.vocab
 
-    def start(self) -> None:
-        self.backend._feed(self.prompt_ids)
+    def start(self, reply: list[int]) -> None:
+        if reply and self.picker.force(reply) != len(reply):
+            raise GrammarError("the reply to go on from is not in the grammar")
+        # The cache holds the reply the tokens came from: only what it lacks is evaluated.
+        self.backend._feed(self.prompt_ids + reply)
 
     def pick(self, reply: list[int]) -> int:
         if self.heard is not None:
@@ -480,6 +485,8 @@ class _Greedy:
         return _allows(self.llama_cpp, self.grammar, self.one_array, token, logit)
 
     def force(self, tokens: list[int]) -> int:
+        if self.grammar is None:
+            return len(tokens)  # nothing to refuse them, nothing to remember them
         return _force(self.llama_cpp, self.grammar, self.grammar, self.one_array, tokens)
 
     def allows_end(self) -> bool:
@@ -528,7 +535,11 @@ class _Sampled:
 
     def force(self, tokens: list[int]) -> int:
         # Accepted by the whole chain, so the penalty step's window holds them as if sampled.
-        return _force(self.llama_cpp, self.grammar, self.chain, self.one_array, tokens) if self.grammar else 0
+        if self.grammar is not None:
+            return _force(self.llama_cpp, self.grammar, self.chain, self.one_array, tokens)
+        for token in tokens:
+            self.llama_cpp.llama_sampler_accept(self.chain, token)
+        return len(tokens)
 
     def allows_end(self) -> bool:
         return self.grammar is not None and _allows_end(self.llama_cpp, self.grammar, self.one_array, self.vocab)

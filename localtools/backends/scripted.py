@@ -29,7 +29,8 @@ class ScriptedBackend:
 
     With a grammar, a scripted reply the grammar rejects raises: a real constrained decoder could
     not have produced it, so the test script is wrong. ``prompts``, ``grammars`` and
-    ``repeat_penalties`` record each call. ``seconds_per_token`` paces the reply like a slow
+    ``repeat_penalties`` record each call (``continued``: the tokens of a reply it went
+    on from). ``seconds_per_token`` paces the reply like a slow
     model, asking ``cancel`` before each character; ``cancelled_at`` records, for each call
     that was cancelled, how many characters it had written. ``fast_forward``: characters the
     grammar forces join the one before them in one step, as on a real backend; ``batches``
@@ -61,6 +62,8 @@ class ScriptedBackend:
         self.prompts: list[Prompt] = []
         self.grammars: list[Grammar | None] = []
         self.repeat_penalties: list[float] = []
+        #: For each call, how many tokens of an earlier reply it went on from (``continues``).
+        self.continued: list[int] = []
 
     def generate(
         self,
@@ -75,8 +78,10 @@ class ScriptedBackend:
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
+        reply: Sequence[int] = (),
     ) -> Generation:
-        """The next scripted reply, checked against ``grammar`` (``Backend.generate``)."""
+        """The next scripted reply, checked against ``grammar`` (``Backend.generate``); going on from
+        ``reply`` (``Capabilities.continues``), it must begin with that reply's text."""
         # Real tokenizers read the prompt as UTF-8; text that is not (a lone surrogate) fails here too.
         prompt.text.encode("utf-8")
         if self.n_ctx is not None and len(prompt.text) >= self.n_ctx:
@@ -86,8 +91,9 @@ class ScriptedBackend:
         self.repeat_penalties.append(repeat_penalty)
         if not self._replies:
             raise UsageError("the scripted backend has no replies left")
-        reply = self._replies.pop(0)
-        text = reply(prompt, grammar) if callable(reply) else reply
+        script = self._replies.pop(0)
+        text = script(prompt, grammar) if callable(script) else script
+        self.continued.append(len(reply))
         if grammar is not None and not matches(grammar, text):
             raise UsageError(f"scripted reply {text!r} violates the grammar it was given")
         ahead = FastForward(grammar, lambda t: [ord(c) for c in t], lambda _: False) \
@@ -95,7 +101,7 @@ class ScriptedBackend:
         steps = _Script(text, self.seconds_per_token, ahead, self.batches)
         try:
             return decode(steps, prompt_tokens=len(prompt.text), max_tokens=max_tokens, stop=stop, cancel=cancel,
-                          on_text=on_text)
+                          on_text=on_text, reply=reply)
         except GenerationCancelled:
             self.cancelled_at.append(steps.written)
             raise
@@ -103,7 +109,7 @@ class ScriptedBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time; ``n_ctx`` as given."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=self.choices is not None)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=self.choices is not None, continues=True)
 
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply``: one character a token, or a piece ``next_tokens`` handed out."""
@@ -149,8 +155,9 @@ class _Script:
         self.reply, self.seconds_per_token, self.written = text, seconds_per_token, 0
         self.ahead, self.batches = ahead, batches
 
-    def start(self) -> None:
-        pass
+    def start(self, reply: list[int]) -> None:
+        if not self.reply.startswith(self.text(reply, final=True)):
+            raise UsageError(f"scripted reply {self.reply!r} does not go on from {self.text(reply, final=True)!r}")
 
     def pick(self, reply: list[int]) -> int:
         self.written = len(reply)

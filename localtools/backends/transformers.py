@@ -359,7 +359,7 @@ class TransformersBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=True)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True)
 
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``), from
@@ -443,8 +443,10 @@ class TransformersBackend:
         repeat_penalty: float = 1.0,
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
+        reply: Sequence[int] = (),
     ) -> Generation:
-        """One reply to ``prompt`` under ``grammar`` (``Backend.generate``)."""
+        """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
+        (``Capabilities.continues``)."""
         torch, _ = _import()
         prompt_ids = self.tokenize(prompt)
         limit = getattr(self.model.config, "max_position_embeddings", None)
@@ -459,11 +461,11 @@ class TransformersBackend:
         steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
         # A greedy reply under a grammar is the one decisions are read after: what the model
         # wanted at each pick is kept for them.
-        steps.heard = Heard(prompt_ids) if grammar is not None and temperature <= 0 else None
+        steps.heard = Heard(prompt_ids, reply, self._heard) if grammar is not None and temperature <= 0 else None
         with torch.inference_mode():
             try:
                 generation = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop,
-                                    cancel=cancel, on_text=on_text)
+                                    cancel=cancel, on_text=on_text, reply=reply)
             finally:
                 self.mask_stats = (steps.full_masks, steps.picks)
         if steps.heard is not None:
@@ -506,9 +508,18 @@ class _Steps:
         self.past = getattr(result, b._cache_arg)
         self.logits = result.logits[:, -1, :].float()
 
-    def start(self) -> None:
+    def start(self, reply: list[int]) -> None:
+        if reply and self.matcher is not None:
+            for token in reply:
+                if not self.matcher.allows(token):
+                    raise GrammarError("the reply to go on from is not in the grammar")
+                self.matcher.consume([token])
+        prompt = self.ids.shape[1]
+        if reply:
+            self.ids = self.torch.cat([self.ids, self.torch.tensor([reply], device=self.backend.device)], dim=1)
+        # The cache holds the reply the tokens came from: only what it lacks is evaluated.
         keep, self.past = self.backend._take_prefix(self.ids[0].tolist())
-        self.backend.reused_tokens = keep
+        self.backend.reused_tokens = min(keep, prompt)
         self._forward(self.ids[:, keep:])
 
     def pick(self, reply: list[int]) -> int:

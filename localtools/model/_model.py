@@ -133,10 +133,14 @@ class _Decoding:
         return self.live is not None and self.live.sent
 
     def generate(self, prompt: Prompt, *, grammar: Grammar | None, max_tokens: int, stop: list[str],
-                 repeat_penalty: float, sampling: Mapping[str, Any] | None = None) -> Generation:
-        """One generation; ``sampling`` (temperature, top_p, seed) replaces the request's."""
+                 repeat_penalty: float, sampling: Mapping[str, Any] | None = None,
+                 reply: Sequence[int] = ()) -> Generation:
+        """One generation; ``sampling`` (temperature, top_p, seed) replaces the request's; ``reply``:
+        tokens of an earlier reply to go on from, where the backend can (else it starts again)."""
+        extra: dict[str, Any] = {"reply": list(reply)} if reply and self.backend.capabilities.continues else {}
         gen = self.backend.generate(prompt, grammar=grammar, max_tokens=max_tokens, stop=stop,
-                                    repeat_penalty=repeat_penalty, **(sampling or self._sampling), **self._extra)
+                                    repeat_penalty=repeat_penalty, **(sampling or self._sampling), **self._extra,
+                                    **extra)
         self.attempts += 1
         self.completion_tokens += gen.generated
         self.decode_seconds += gen.decode_seconds
@@ -596,7 +600,7 @@ class Model:
             return gen, written
         try:
             again = self._answer(run, prompt, lists if made[-1].taken else single, thought, max_tokens=max_tokens,
-                                 penalties=penalties[:1])
+                                 penalties=penalties[:1], reply=at[0])
         except GenerationTruncated:
             return gen, written
         return (again, chosen) if whole.parse(again.text).tool_calls else (gen, written)
@@ -630,7 +634,8 @@ class Model:
             # reply's own tokens) push it off the values it already wrote.
             for penalty in penalties:
                 try:
-                    attempt = self._answer(run, prompt, more, thought, max_tokens=max_tokens, penalties=[penalty])
+                    attempt = self._answer(run, prompt, more, thought, max_tokens=max_tokens, penalties=[penalty],
+                                           reply=at[0])
                 except GenerationTruncated:
                     break
                 tried = whole.parse(attempt.text).tool_calls
@@ -644,14 +649,15 @@ class Model:
         return gen
 
     def _answer(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, thought: str, *, max_tokens: int,
-                penalties: Sequence[float]) -> Generation:
-        """The answer under the grammar; when ``max_tokens`` cuts a call, again with each repeat
+                penalties: Sequence[float], reply: Sequence[int] = ()) -> Generation:
+        """The answer under the grammar (going on from ``reply``, an earlier reply's tokens up to a
+        decision, where the backend can); when ``max_tokens`` cuts a call, again with each repeat
         penalty in turn (a cut call is almost always a loop), unless a client was sent part of it."""
         for penalty in penalties:
             if run.live is not None:
                 run.live.restart(thought)
             gen = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
-                               repeat_penalty=penalty)
+                               repeat_penalty=penalty, reply=reply)
             cut = gen.finish_reason == "length" and fmt.cut_inside_call(gen.text)
             if not cut or run.streamed:
                 break
