@@ -240,9 +240,13 @@ class LlamaCppBackend:
         if self._heard is not None and (held := self._heard.choices(ids, k, self._token_text, ends)) is not None:
             return held
         self._feed(ids)
-        n_vocab = self.llm.n_vocab()
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm._ctx.ctx, -1), shape=(n_vocab,))
-        return top_choices(logits.astype(np.float64), k, self._token_text, ends)
+        return top_choices(self._logits().astype(np.float64), k, self._token_text, ends)
+
+    def _logits(self) -> Any:
+        """The last evaluated position's logits, as a numpy view of llama.cpp's buffer (no copy)."""
+        import numpy as np
+
+        return np.ctypeslib.as_array(_import().llama_get_logits_ith(self.llm._ctx.ctx, -1), shape=(self.llm.n_vocab(),))
 
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply`` (``NextTokens``)."""
@@ -350,10 +354,7 @@ class _Steps:
 
     def __init__(self, backend: LlamaCppBackend, prompt_ids: list[int], pick: _Picker,
                  ahead: FastForward | None, heard: Heard | None) -> None:
-        import numpy
-
         self.backend, self.prompt_ids, self.picker, self.ahead, self.heard = backend, prompt_ids, pick, ahead, heard
-        self.np = numpy
         self.llama_cpp = _import()
         self.vocab = backend.llm._model.vocab
 
@@ -365,9 +366,7 @@ class _Steps:
 
     def pick(self, reply: list[int]) -> int:
         if self.heard is not None:
-            llm = self.backend.llm
-            self.heard.hear(reply, self.np.ctypeslib.as_array(self.llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1),
-                                                              shape=(llm.n_vocab(),)))
+            self.heard.hear(reply, self.backend._logits())
         return self.picker(reply)
 
     def forced(self, reply: list[int]) -> tuple[list[int], bool]:
@@ -448,7 +447,7 @@ class _Greedy:
 
         self.np = numpy
         self.llama_cpp = llama_cpp = _import()
-        self.ctx = backend.llm._ctx.ctx
+        self.backend = backend
         self.vocab = backend.llm._model.vocab
         self.n_vocab = backend.llm.n_vocab()
         self.penalty = repeat_penalty
@@ -462,7 +461,7 @@ class _Greedy:
                 ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
 
     def _scores(self, reply: list[int]) -> Any:
-        logits = self.np.ctypeslib.as_array(self.llama_cpp.llama_get_logits_ith(self.ctx, -1), shape=(self.n_vocab,))
+        logits = self.backend._logits()
         if self.penalty == 1.0 or not reply:
             return logits
         scores = logits.copy()

@@ -509,11 +509,8 @@ class _Steps:
         self.logits = result.logits[:, -1, :].float()
 
     def start(self, reply: list[int]) -> None:
-        if reply and self.matcher is not None:
-            for token in reply:
-                if not self.matcher.allows(token):
-                    raise GrammarError("the reply to go on from is not in the grammar")
-                self.matcher.consume([token])
+        if reply and self.matcher is not None and self._take(reply) != len(reply):
+            raise GrammarError("the reply to go on from is not in the grammar")
         prompt = self.ids.shape[1]
         if reply:
             self.ids = self.torch.cat([self.ids, self.torch.tensor([reply], device=self.backend.device)], dim=1)
@@ -562,16 +559,20 @@ class _Steps:
             return None if whole.endswith("\ufffd") else whole
 
         ids, ends = self.ahead.after(text)
-        # Each token is asked about after the ones before it are consumed; the first the engine
-        # rejects (it never should) ends the batch.
-        kept: list[int] = []
-        for token in ids:
-            if not self.matcher.allows(token):
-                break
-            self.matcher.consume([token])
-            kept.append(token)
+        # The first token the engine rejects (it never should) ends the batch.
+        kept = ids[: self._take(ids)]
         # The grammar's end is taken only where the engine allows an end token too.
         return kept, ends and len(kept) == len(ids) and any(self.matcher.allows(e) for e in self.backend._eog)
+
+    def _take(self, tokens: list[int]) -> int:
+        """Consume ``tokens`` into the matcher while it allows them, each asked about after the
+        ones before it; how many it took."""
+        assert self.matcher is not None
+        for taken, token in enumerate(tokens):
+            if not self.matcher.allows(token):
+                return taken
+            self.matcher.consume([token])
+        return len(tokens)
 
     def advance(self, tokens: list[int]) -> None:
         step = self.torch.tensor([tokens], device=self.backend.device)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -155,19 +156,22 @@ def _replay(p: Probe, call: float, more: float, form: float) -> Calls:
     return p.final
 
 
-def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float,
-              form: float, guess: float = 0.0) -> dict[str, float]:
+def _schemas(case: Case) -> dict[str, Any]:
+    return {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
+
+
+def _is_guess(case: Case) -> Callable[[Calls], bool]:
+    """Whether calls are a guess in ``case``'s conversation (``guessed``)."""
+    return partial(guessed, schemas=_schemas(case), conversation=conversation_text(case.messages))
+
+
+def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float, form: float,
+              guess: float = 0.0, guesses: dict[str, Callable[[Calls], bool]] | None = None) -> dict[str, float]:
     by: dict[str, list[bool]] = {}
     for p in probes:
         case = cases[p.case_id]
-        schemas = {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
-        said = conversation_text(case.messages)
-
-        def is_guess(calls: Calls, schemas: dict[str, Any] = schemas, said: str = said) -> bool:
-            return guessed(calls, schemas, said)
-
-        calls = replay(p, call, more, form, guess, is_guess)
-        by.setdefault(p.category, []).append(check_calls(calls, case.expected, schemas).ok)
+        calls = replay(p, call, more, form, guess, guesses[p.case_id] if guesses is not None else None)
+        by.setdefault(p.category, []).append(check_calls(calls, case.expected, _schemas(case)).ok)
     return {category: sum(flags) / len(flags) for category, flags in by.items()}
 
 
@@ -180,8 +184,11 @@ def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, l
     rows = []
     forms = FORM_GRID if any(p.form is not None for p in probes) else (1.01,)
 
+    # Each case's conversation is read once, not once a row.
+    guesses = {p.case_id: _is_guess(known[p.case_id]) for p in probes}
+
     def row(call: float, more: float, form: float, guess: float) -> dict[str, Any]:
-        accuracy = _accuracy(probes, known, call, more, form, guess)
+        accuracy = _accuracy(probes, known, call, more, form, guess, guesses if guess > 0 else None)
         return {"call": call, "more": more, "form": form, "guess": guess,
                 "mean": sum(accuracy.values()) / len(accuracy), **accuracy}
 
