@@ -342,6 +342,62 @@ def test_a_guessed_call_under_the_threshold_is_answered_in_text(share: float) ->
     assert result.tool_calls and not result.decisions
 
 
+def test_a_code_the_conversation_spells_out_is_no_guess() -> None:
+    """A required value written as a code ("JPY") whose letters run through words of the
+    conversation, each word giving its initial ("Japanese Yen"), is held; a code whose letters do
+    not, is not."""
+    from localtools.model._decide import guessed, unheld
+
+    schema = {"convert": {"type": "object", "required": ["code"], "properties": {"code": {"type": "string"}}}}
+    rng = random.Random(11)
+    letters = "abcdefghijklmnopqrstuvwxyz"
+    for _ in range(60):
+        words = ["".join(rng.choice(letters) for _ in range(rng.randint(2, 8))) for _ in range(rng.randint(4, 9))]
+        start = rng.randrange(len(words) - 2)
+        code = ""
+        for word in words[start:start + rng.randint(1, 3)]:
+            rest = sorted(rng.sample(range(1, len(word)), k=min(len(word) - 1, rng.randint(0, 2))))
+            code += word[0] + "".join(word[i] for i in rest)
+        code = code[:5]
+        if len(code) < 2:
+            continue
+        said = conversation_text([{"role": "user", "content": "Please convert " + " ".join(words)}])
+        assert not guessed([("convert", {"code": code.upper()})], schema, said), (code, words)
+        # A code no word of the conversation begins: a guess.
+        other = next(c for c in letters if not any(w.startswith(c) for w in [*words, "please", "convert"]))
+        assert guessed([("convert", {"code": (other + code[1:]).upper()})], schema, said), (code, words)
+        assert unheld([("convert", {"code": (other + code[1:]).upper()})], schema, said) == [("convert", "code")]
+    said = conversation_text([{"role": "user", "content": "How many US dollars is 500 Japanese Yen?"}])
+    assert not guessed([("convert", {"code": "JPY"}), ("convert", {"code": "USD"})], schema, said)
+
+
+def test_a_refused_guess_that_writes_its_call_again_asks_for_the_values_instead() -> None:
+    """After a refused guess the text branch may not open as JSON; where its text holds the call
+    anyway, the answer asks for the values the call would have guessed, and says so."""
+    made_up = tc("get_weather", city="Atlantis")
+    ask = [{"role": "user", "content": "What is the capital of France?"}]
+    choices = {"": {"<tool_call>": 0.3, "The": 0.7}}
+    again = 'Sure! {"name": "get_weather", "arguments": {"city": "Atlantis"}}'
+    loose = 'Let me check: {"function": "get_weather", "args": {"city": "Atlantis"}}'
+    for text, asked in ((again, True), (loose, True), ("Paris is the capital.", False)):
+        backend = ScriptedBackend([made_up, text], choices=choices)
+        result = Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(guess=0.75))
+        assert not result.tool_calls
+        grammar = backend.grammars[-1]
+        assert grammar is not None
+        for opening in ('{"answer": "Paris"}', '["Paris"]', "{", "[1, 2]"):
+            assert not matches(grammar, opening), opening
+        points = [d.point for d in result.decisions]
+        if not asked:
+            assert result.content == text and DecisionPoint.ASK not in points
+            continue
+        assert "get_weather" in result.content and "`city`" in result.content and "{" not in result.content
+        (decision,) = [d for d in result.decisions if d.point is DecisionPoint.ASK]
+        assert decision.argument == "get_weather.city" and decision.taken
+        # Stopped where the call object's keys began, or read whole.
+        assert decision.reply == (text if text == loose else "Sure! {")
+
+
 @pytest.mark.model
 @pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
 def test_a_reply_goes_on_from_an_earlier_one_as_if_decoded_from_its_start(backend_name: str) -> None:

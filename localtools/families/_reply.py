@@ -138,9 +138,8 @@ class ReplyFormat:
     def barring(self, openings: Sequence[str]) -> ReplyFormat:
         """This format with a text answer that may not open with any of ``openings`` (what a
         disguised call's text began with), beside the bars it already has."""
-        if not openings or not self.text_can_call:
+        if not openings:
             return self
-        assert self.answer_grammar is not None
 
         def bar(e: Any) -> Any:
             if not isinstance(e, Text):
@@ -148,10 +147,10 @@ class ReplyFormat:
             return replace(e, avoid=(*e.avoid, *(o for o in openings if o not in e.avoid)))
 
         def barred(grammar: Grammar | None) -> Grammar | None:
-            if grammar is None or "text" not in grammar.rules:
+            if grammar is None:
                 return grammar
-            return Grammar({**grammar.rules, "text": rewrite(grammar.rules["text"], bar)}, grammar.root,
-                           grammar.reserved)
+            rules = {name: rewrite(rule, bar) for name, rule in grammar.rules.items()}
+            return grammar if rules == grammar.rules else Grammar(rules, grammar.root, grammar.reserved)
 
         return replace(self, grammar=barred(self.grammar), answer_grammar=barred(self.answer_grammar))
 

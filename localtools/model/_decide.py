@@ -23,8 +23,8 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["Decision", "DecisionPoint", "Decisions", "branch_shares", "conversation_text", "fork", "grammar_branch",
-           "grounded", "guessed", "ungrounded"]
+__all__ = ["Decision", "DecisionPoint", "Decisions", "asking", "branch_shares", "conversation_text", "fork",
+           "grammar_branch", "grounded", "guessed", "ungrounded", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -45,6 +45,9 @@ class DecisionPoint(StrEnum):
     #: Under tool_choice "auto": calls whose required values the conversation does not hold,
     #: made on a share under the ``guess`` threshold, answered in text instead.
     GUESS = "guess"
+    #: After a refused guess, the text the model wrote was a call again: the answer asks for the
+    #: values it would have guessed instead (``asking``).
+    ASK = "ask"
 
 
 @dataclass(frozen=True)
@@ -261,21 +264,66 @@ def _words(text: str) -> list[str]:
 
 
 def _mentioned(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any]) -> bool:
-    """``grounded``, or a string every word of which begins (``_STEM`` characters) like a word of the conversation."""
+    """``grounded``, a string every word of which begins (``_STEM`` characters) like a word of the
+    conversation, or a code (``_CODE``) that abbreviates words of it."""
     if grounded(value, conversation, schema):
         return True
+    if isinstance(value, str) and _CODE.fullmatch(value.strip()):
+        return _abbreviated(value.strip().lower(), _words(conversation))
     words = _words(value) if isinstance(value, str) else []
     return bool(words) and all(w[:_STEM] in stems for w in words)
+
+
+#: A code that may stand for words: "USD", "JPY", "NYC".
+_CODE = re.compile(r"[A-Z]{2,5}")
+
+
+def _abbreviated(code: str, words: Sequence[str]) -> bool:
+    """Whether ``code`` abbreviates a run of ``words``: each word gives the code its initial and
+    then any of its later letters, in order ("jpy": "japanese yen"; "usd": "us dollars")."""
+
+    def taken(part: str, rest: str) -> bool:  # ``part`` a subsequence of ``rest``
+        it = iter(rest)
+        return all(ch in it for ch in part)
+
+    def from_word(at: int, j: int) -> bool:
+        if at == len(code):
+            return True
+        if j >= len(words) or not words[j].startswith(code[at]):
+            return False
+        return any(taken(code[at + 1:end], words[j][1:]) and from_word(end, j + 1)
+                   for end in range(len(code), at, -1))
+
+    return any(from_word(0, j) for j, word in enumerate(words) if word.startswith(code[0]))
 
 
 def guessed(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str) -> bool:
     """Whether ``calls`` (name, arguments) are a guess: at most half of their required values are
     in ``conversation`` (``conversation_text``), a string counted when each of its words begins as
-    one of the conversation's does (a paraphrase: "total_points" for "total points"). Values with
-    no words of their own (a boolean, one of an ``enum``) count neither way; calls with none of
-    the rest are no guess."""
+    one of the conversation's does (a paraphrase: "total_points" for "total points"), or when it is
+    a code the conversation spells out ("JPY" for "Japanese Yen"). Values with no words of their
+    own (a boolean, one of an ``enum``) count neither way; calls with none of the rest are no guess."""
+    verdicts = _required_values(calls, schemas, conversation)
+    held = sum(1 for *_, ok in verdicts if ok)
+    return bool(verdicts) and 2 * held <= len(verdicts)
+
+
+def unheld(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str
+           ) -> list[tuple[str, str]]:
+    """The required arguments of ``calls`` (tool, argument) whose values ``guessed`` finds nowhere
+    in ``conversation``, in order, each once."""
+    out: list[tuple[str, str]] = []
+    for name, key, ok in _required_values(calls, schemas, conversation):
+        if not ok and (name, key) not in out:
+            out.append((name, key))
+    return out
+
+
+def _required_values(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str
+                     ) -> list[tuple[str, str, bool]]:
+    """Each required value of ``calls`` that has words of its own: (tool, argument, mentioned)."""
     stems = frozenset(w[:_STEM] for w in _words(conversation))
-    held = counted = 0
+    out = []
     for name, arguments in calls:
         schema = schemas.get(name)
         if not isinstance(schema, Mapping):
@@ -287,9 +335,23 @@ def guessed(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str
             if key not in arguments or isinstance(value, bool) or value is None or \
                     (isinstance(prop, Mapping) and "enum" in prop):
                 continue
-            counted += 1
-            held += _mentioned(value, conversation, stems, prop if isinstance(prop, Mapping) else {})
-    return counted > 0 and 2 * held <= counted
+            out.append((name, key, _mentioned(value, conversation, stems, prop if isinstance(prop, Mapping) else {})))
+    return out
+
+
+def asking(missing: Sequence[tuple[str, str]]) -> str:
+    """A text answer that asks for the ``missing`` values (``unheld``) instead of guessing them."""
+    by_tool: dict[str, list[str]] = {}
+    for name, key in missing:
+        by_tool.setdefault(name, []).append(f"`{key}`")
+    needs = "; ".join(f"`{name}` needs {_listed(keys)}" for name, keys in by_tool.items())
+    many = len(missing) > 1
+    return (f"I can't answer that without guessing: {needs}, and the conversation does not give "
+            f"{'them' if many else 'it'}. What should {'they' if many else 'it'} be?")
+
+
+def _listed(items: Sequence[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:

@@ -31,7 +31,7 @@ from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_
 from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
-from ._decide import Decision, DecisionPoint, Decisions, conversation_text, decide, distinct, fork, guessed, ungrounded
+from ._decide import Decision, DecisionPoint, Decisions, asking, conversation_text, decide, distinct, fork, guessed, ungrounded, unheld
 from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnCheck, TurnDone
 from ._turn import ChatResult
 
@@ -39,6 +39,11 @@ __all__ = ["ChatResult", "Model", "ToolChoice"]
 
 ToolChoice = str  # "auto" | "required" | "none" | a tool name
 #: Template variables render sets itself, and its own parameters.
+#: What a text answer after a refused guess may not open with: JSON, which would be the call again.
+_JSON_OPENINGS = ("{", "[")
+#: Where text holds a call object: its keys.
+_CALL_TELLS = ('"name":', '"arguments":', '"parameters":', "'name':", "'arguments':")
+
 _RESERVED_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
                                  "object_arguments"})
 
@@ -571,10 +576,20 @@ class Model:
         made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, refused, len(calls), gen.text))
         if not refused:
             return gen
+        # Text that opens as JSON here is the call again, whatever its spelling; one that
+        # goes on to a call object's keys is stopped there rather than decoded to its end.
         try:
-            return self._answer(run, prompt, variant("none"), thought, max_tokens=max_tokens, penalties=penalties[:1])
+            answer = self._answer(run, prompt, variant("none").barring(_JSON_OPENINGS), thought,
+                                  max_tokens=max_tokens, penalties=penalties[:1], tells=_CALL_TELLS)
         except GenerationTruncated:
             return gen
+        if answer.stop not in _CALL_TELLS and first_disguise(answer.text, whole.tool_names) is None:
+            return answer
+        # A model that has settled on a call has no other answer: it is asked for the values it lacks.
+        missing = unheld([(c.name, c.arguments) for c in calls], schemas, conversation_text(messages))
+        made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing), answer.text,
+                             ", ".join(f"{name}.{key}" for name, key in missing)))
+        return replace(answer, text=asking(missing), stop=None)
 
     def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
               thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
@@ -649,14 +664,15 @@ class Model:
         return gen
 
     def _answer(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, thought: str, *, max_tokens: int,
-                penalties: Sequence[float], reply: Sequence[int] = ()) -> Generation:
+                penalties: Sequence[float], reply: Sequence[int] = (), tells: Sequence[str] = ()) -> Generation:
         """The answer under the grammar (going on from ``reply``, an earlier reply's tokens up to a
         decision, where the backend can); when ``max_tokens`` cuts a call, again with each repeat
-        penalty in turn (a cut call is almost always a loop), unless a client was sent part of it."""
+        penalty in turn (a cut call is almost always a loop), unless a client was sent part of it.
+        ``tells``: more stop strings, which the caller reads in ``Generation.stop``."""
         for penalty in penalties:
             if run.live is not None:
                 run.live.restart(thought)
-            gen = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
+            gen = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=[*fmt.stop, *tells],
                                repeat_penalty=penalty, reply=reply)
             cut = gen.finish_reason == "length" and fmt.cut_inside_call(gen.text)
             if not cut or run.streamed:
