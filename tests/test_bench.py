@@ -104,6 +104,32 @@ def test_cli_bench_writes_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     assert "note: fake llama-cpp constrained decides greedy" in captured.err
 
 
+def test_cli_bench_on_the_calibration_split_asks_none_of_the_reported_cases(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from localtools.bench._bfcl import sample
+    from localtools.cli import main
+    from localtools.model import _load
+
+    monkeypatch.setattr(_load, "load", lambda name, backend: scripted_model())
+    (tmp_path / "possible_answer").mkdir()
+    many = [{"id": f"simple_python_{i}", "question": [[{"role": "user", "content": f"Area of side {i % 10}?"}]],
+             "function": [AREA]} for i in range(60)]
+    answers = [{"id": f"simple_python_{i}", "ground_truth": [{"area": {"side": [i % 10]}}]} for i in range(60)]
+    (tmp_path / "BFCL_v4_simple_python.json").write_text("".join(json.dumps(q) + "\n" for q in many))
+    (tmp_path / "possible_answer" / "BFCL_v4_simple_python.json").write_text(
+        "".join(json.dumps(a) + "\n" for a in answers))
+    reported = {c.id for c in sample(load_cases(tmp_path, "simple_python"), 40, 0)}
+    for split, sample_n in (("calibration", 8), ("report", 8)):
+        out = tmp_path / f"{split}.json"
+        assert main(["bench", "--data", str(tmp_path), "--category", "simple_python", "--sample", str(sample_n),
+                     "--model", "fake", "--mode", "constrained", "--split", split, "--json", str(out)]) == 0
+        report = json.loads(out.read_text())
+        asked = {r["case_id"] for r in report["cases"]}
+        assert len(asked) == sample_n and report["meta"]["split"] == split
+        assert (asked & reported == set()) if split == "calibration" else \
+            asked == {c.id for c in sample(load_cases(tmp_path, "simple_python"), sample_n, 0)}
+
+
 def test_cli_bench_says_what_a_model_decides_on_and_greedy_asks_for_greedy(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from localtools.cli import main

@@ -421,6 +421,32 @@ def test_a_reply_goes_on_from_an_earlier_one_as_if_decoded_from_its_start(backen
         backend.generate(prompt, grammar=grammar, max_tokens=8, reply=backend.tokenize(model.render([], []))[:3] or [0])
 
 
+@pytest.mark.model
+@pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
+def test_a_bias_moves_greedy_picks_to_the_text_it_favours(backend_name: str) -> None:
+    """A greedy reply under the grammar goes where a bias's bonus points (a name the model would
+    not write), token by token, and the grammar still holds: the bonus only reorders what it allows."""
+    from conftest import load_once
+
+    from localtools.model._decide import open_string
+
+    model = load_once("smollm2-135m", backend_name)
+    backend: Any = model.backend
+    assert backend.capabilities.biases
+    prompt = model.render(ASK, [get_weather])
+    grammar = model.grammar([get_weather], "required")
+    plain = backend.generate(prompt, grammar=grammar, max_tokens=40)
+    wanted = "Zanzibar"
+
+    def bias(text: str) -> dict[str, float]:
+        value = open_string(text)
+        return {wanted[len(value):]: 50.0} if value is not None and wanted.startswith(value) and value != wanted else {}
+
+    biased = backend.generate(prompt, grammar=grammar, max_tokens=40, bias=bias)
+    assert wanted not in plain.text and f'"city": "{wanted}' in biased.text
+    assert matches(grammar, biased.text, prefix=biased.finish_reason == "length")
+
+
 @tool
 def find_books(genre: str, author: str | None = None, max_results: int = 10, in_stock: bool = False) -> str:
     """Books of a genre."""
@@ -436,6 +462,115 @@ def test_ground_leaves_out_optional_arguments_the_conversation_never_mentions() 
     assert result.tool_calls[0].arguments == {"genre": "Fantasy", "author": "Tolkien"}
     assert [(d.point, d.argument) for d in result.decisions] == [
         (DecisionPoint.GROUND, "find_books.max_results"), (DecisionPoint.GROUND, "find_books.in_stock")]
+
+
+def test_open_string_reads_the_string_a_reply_ends_inside() -> None:
+    from localtools.model._decide import open_string
+
+    rng = random.Random(7)
+    for _ in range(50):
+        value = "".join(rng.choice('ab "\\') for _ in range(rng.randint(0, 8)))
+        written = json.dumps(value)  # the value as JSON writes it, escapes and all
+        head = '```json\n{"name": "f", "arguments": {"k": '
+        for cut in range(len(written) + 1):
+            # Outside before its opening quote and after its closing one; inside, the value so far
+            # as written (a cut escape included).
+            expected = None if cut in (0, len(written)) else written[1:cut]
+            assert open_string(head + written[:cut]) == expected, (written, cut)
+
+
+def test_copy_bias_goes_on_with_the_span_a_string_matches() -> None:
+    """Inside a string whose text so far is written in the conversation, the text that follows it
+    there (when a word follows) gets the bonus; outside a string, or a string too short or written
+    nowhere, nothing does."""
+    from localtools.model._decide import CopyBias
+
+    rng = random.Random(9)
+    words = ["Louvre", "Museum", "Paris", "Grand", "Central", "Station", "New", "York", "Ada", "Lovelace"]
+    for _ in range(40):
+        span = rng.sample(words, rng.randint(2, 4))
+        said = "Tell me about " + " ".join(span) + ", please."
+        bias = CopyBias(said, 3.0)
+        cut = rng.randint(2, len(" ".join(span)) - 1)
+        so_far = " ".join(span)[:cut]
+        got = bias('{"name": "lookup", "arguments": {"place": "' + so_far)
+        rest = said[said.index(so_far) + len(so_far):]
+        if rest[:1].isalnum() or (rest[:1] == " " and rest[1:2].isalnum()):
+            assert got == {rest[:32]: 3.0}, (so_far, got)
+        else:
+            assert got == {}, (so_far, got)
+        assert bias('{"name": "lookup", "arguments": {"place": "' + so_far + '"') == {}  # closed
+        assert bias('{"name": "lookup", "arguments": {"place": "Zz') == {}  # nowhere in it
+        assert bias('{"name": "lookup", "arguments": {"place": "' + so_far[:1]) == {}  # too short to tell
+
+
+class _Biased(ScriptedBackend):
+    """A scripted backend that takes a bias and keeps each one it was given (its script is the
+    reply whatever the bias)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.biases: list[Any] = []
+
+    @property
+    def capabilities(self) -> Any:
+        from dataclasses import replace
+
+        return replace(super().capabilities, biases=True)
+
+    def generate(self, prompt: Any, **options: Any) -> Any:
+        self.biases.append(options.pop("bias", None))
+        return super().generate(prompt, **options)
+
+
+def test_the_copy_decision_biases_greedy_answers_under_the_grammar_only() -> None:
+    from localtools.model._decide import CopyBias
+
+    ask = [{"role": "user", "content": "Hours of the Louvre Museum?"},
+           {"role": "tool", "tool_call_id": "1", "content": "Louvre Museum: 9-18"}]
+    reply = tc("get_weather", city="Louvre Museum")
+    for decisions, temperature, biased in ((Decisions(copy=2.5), 0.0, True), (Decisions(copy=2.5), 0.7, False),
+                                           (Decisions(), 0.0, False)):
+        backend = _Biased([reply])
+        Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=decisions, temperature=temperature)
+        (given,) = backend.biases
+        assert given == (CopyBias("Hours of the Louvre Museum?\nLouvre Museum: 9-18", 2.5) if biased else None)
+    # A backend that does not take one is never given one.
+    assert Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [get_weather],
+                                                                  decisions=Decisions(copy=2.5)).tool_calls
+    with pytest.raises(UsageError, match="copy"):
+        Decisions(copy=-1.0)
+
+
+@tool
+def find_plants(location: str, plant_types: list[str]) -> str:
+    """Plants a nursery sells."""
+    return location
+
+
+def test_ground_leaves_out_the_items_of_a_list_the_conversation_never_asked_for() -> None:
+    """A list of strings the model ran on past the question keeps the items the conversation
+    holds (a required list too); one with none held, or that would fall under its minItems,
+    stays as written."""
+    from localtools.model._decide import ungrounded_items
+
+    pool = ["Annual", "Perennial", "Shrub", "Tree", "Herb", "Fruit", "Cactus", "Fern"]
+    rng = random.Random(3)
+    for _ in range(30):
+        items = rng.sample(pool, rng.randint(2, 6))
+        asked = [i for i in items if rng.random() < 0.4]
+        said = "Nurseries in Toronto with " + " and ".join(f"{a.lower()}s" for a in asked) + " plants"
+        reply = tc("find_plants", location="Toronto", plant_types=items)
+        result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(
+            [{"role": "user", "content": said}], [find_plants], decisions=Decisions(ground=True))
+        kept = result.tool_calls[0].arguments["plant_types"]
+        assert kept == (asked or items), (items, said)
+        dropped = [d.argument for d in result.decisions if d.point is DecisionPoint.GROUND]
+        assert dropped == ([f"find_plants.plant_types/{i}" for i, v in enumerate(items) if v not in asked]
+                           if asked else [])
+    schema = {"properties": {"kinds": {"type": "array", "minItems": 2, "items": {"type": "string"}}}}
+    assert ungrounded_items({"kinds": ["fern", "moss"]}, schema, "a fern please") == {}
+    assert ungrounded_items({"kinds": ["fern", "moss", "tree"]}, schema, "a fern or a tree") == {"kinds": [1]}
 
 
 @pytest.mark.parametrize(("value", "said", "kept"), [
@@ -543,7 +678,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
 
     modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
     args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, guess_threshold=None,
-                              lever=None, samples=None)
+                              copy_bonus=None, lever=None, samples=None)
     with pytest.raises(UsageError, match="calibrate"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     loaded = Loaded()
@@ -594,7 +729,17 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
         ("all", Decisions(call=0.6, form=0.001, guess=0.75, distinct=True, ground=True))]
     assert main(["bench", "--guess-threshold", "0.8"]) == 2
     assert "apply to --levers" in capsys.readouterr().err
-    args.guess_threshold = None
+    # So does the copy lever, with its bonus; without one it names the flag to pass.
+    args.lever, args.guess_threshold = ["copy"], None
+    with pytest.raises(UsageError, match="--copy-bonus"):
+        _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    args.lever, args.copy_bonus = ["copy", "all"], 2.0
+    assert [(m.lever, m.decisions) for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
+        ("copy+2", Decisions(form=0.001, copy=2.0)),
+        ("all", Decisions(call=0.6, form=0.001, copy=2.0, distinct=True, ground=True))]
+    assert main(["bench", "--copy-bonus", "2"]) == 2
+    assert "apply to --levers" in capsys.readouterr().err
+    args.copy_bonus = None
     # The cases the calibration was made on are never among those the levers are reported on.
     from localtools.bench._bfcl import Case
     from localtools.cli._bench import _apart_from_calibration

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .._types import Prompt
 from ..grammar import Grammar
 
-__all__ = ["Backend", "Capabilities", "Generation", "NextTokens", "TextFeed", "TokenChoice", "cut_at_stop", "first_stop",
+__all__ = ["Backend", "Bias", "Capabilities", "Generation", "NextTokens", "TextFeed", "TokenChoice", "cut_at_stop", "first_stop",
            "held_back"]
 
 
@@ -112,6 +112,16 @@ class Capabilities:
     #: grammar (a decision taken part way through a reply decodes only what follows). Without it
     #: the reply is decoded again from its start.
     continues: bool = False
+    #: Its greedy ``generate`` takes ``bias=`` (a ``Bias``): logit bonuses for the texts a reply may
+    #: go on with, added before the grammar picks. Without it the copy decision is not made.
+    biases: bool = False
+
+
+class Bias(Protocol):
+    """Logit bonuses for a greedy reply's next token: given the reply's text so far, the texts it
+    may go on with, each with the bonus the first token of that text gets."""
+
+    def __call__(self, text: str) -> Mapping[str, float]: ...
 
 
 @dataclass(frozen=True)

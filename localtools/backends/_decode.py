@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 from .._errors import GenerationCancelled
 from ..grammar import Grammar, continuation
-from ._base import Generation, TextFeed, TokenChoice, first_stop
+from ._base import Bias, Generation, TextFeed, TokenChoice, first_stop
 
-__all__ = ["PENALTY_WINDOW", "FastForward", "Heard", "Steps", "decode", "penalised", "top_choices"]
+__all__ = ["PENALTY_WINDOW", "Bonuses", "FastForward", "Heard", "Steps", "decode", "penalised", "top_choices"]
 
 #: The repeat penalty applies to the reply's last this-many tokens (llama.cpp's default window),
 #: never to the prompt: copying values out of the question is not penalised.
@@ -45,6 +45,26 @@ def top_choices(logits: Any, k: int, text: Callable[[int], str], end: Callable[[
     """The ``k`` best tokens of a row of logits (a 1-d numpy array), log-softmaxed over all of it."""
     ids, logprobs = _top(logits, k)
     return [TokenChoice(t, text(t), lp, end(t)) for t, lp in zip(ids, logprobs, strict=True)]
+
+
+class Bonuses:
+    """A ``Bias`` read for one backend: the bonus of each token id, from the reply's text; the
+    first token of each text is the backend's own encoding of it, remembered."""
+
+    def __init__(self, bias: Bias, text: Callable[[list[int]], str], encode: Callable[[str], list[int]]) -> None:
+        self.bias, self.text, self.encode = bias, text, encode
+        self._first: dict[str, int | None] = {}
+
+    def __call__(self, reply: list[int]) -> dict[int, float]:
+        out: dict[int, float] = {}
+        for text, bonus in self.bias(self.text(reply)).items():
+            if text not in self._first:
+                ids = self.encode(text)
+                self._first[text] = ids[0] if ids else None
+            token = self._first[text]
+            if token is not None:
+                out[token] = max(out.get(token, bonus), bonus)
+        return out
 
 
 class Heard:

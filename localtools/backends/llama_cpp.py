@@ -16,8 +16,8 @@ from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, 
 from .._types import Prompt
 from ..grammar import Grammar
 from ..host._gguf import read_metadata
-from ._base import Capabilities, Generation, TokenChoice
-from ._decode import PENALTY_WINDOW, FastForward, Heard, decode, penalised, top_choices
+from ._base import Bias, Capabilities, Generation, TokenChoice
+from ._decode import PENALTY_WINDOW, Bonuses, FastForward, Heard, decode, penalised, top_choices
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
 
@@ -222,7 +222,7 @@ class LlamaCppBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time (a llama.cpp context is not thread-safe)."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True, biases=True)
 
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``); the
@@ -267,6 +267,10 @@ class LlamaCppBackend:
     def _encode(self, text: str) -> list[int]:
         return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True))
 
+    def _data_ids(self, text: str) -> list[int]:
+        # Text from a conversation: never a control token.
+        return list(self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=False))
+
     def _is_control(self, token: int) -> bool:
         return bool(_import().llama_vocab_is_control(self.llm._model.vocab, token))
 
@@ -291,9 +295,10 @@ class LlamaCppBackend:
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
         reply: Sequence[int] = (),
+        bias: Bias | None = None,
     ) -> Generation:
         """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
-        (``Capabilities.continues``)."""
+        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``)."""
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:
@@ -302,7 +307,8 @@ class LlamaCppBackend:
         if temperature > 0:
             pick: _Picker = _Sampled(self, grammar, temperature, top_p, seed, repeat_penalty)
         else:
-            pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy")
+            pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy",
+                           bonuses=Bonuses(bias, self.reply_text, self._data_ids) if bias is not None else None)
         ahead = FastForward(grammar, self._encode, self._is_control) if grammar is not None and self.fast_forward else None
         # A greedy reply under a grammar is the one decisions are read after: what the model
         # wanted at each pick is kept for them.
@@ -442,7 +448,8 @@ class _Greedy:
     samples this way; llama-cpp-python masks every step.
     """
 
-    def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, repeat_penalty: float, *, lazy: bool):
+    def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, repeat_penalty: float, *, lazy: bool,
+                 bonuses: Bonuses | None = None):
         import numpy
 
         self.np = numpy
@@ -452,6 +459,7 @@ class _Greedy:
         self.n_vocab = backend.llm.n_vocab()
         self.penalty = repeat_penalty
         self.lazy = lazy
+        self.bonuses = bonuses
         self.full_masks = self.picks = 0
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
         if self.grammar is not None:
@@ -462,12 +470,16 @@ class _Greedy:
 
     def _scores(self, reply: list[int]) -> Any:
         logits = self.backend._logits()
-        if self.penalty == 1.0 or not reply:
+        bonus = self.bonuses(reply) if self.bonuses is not None else {}
+        if (self.penalty == 1.0 or not reply) and not bonus:
             return logits
         scores = logits.copy()
-        seen = self.np.asarray(penalised(reply))
-        # llama.cpp's rule: shrink positive logits, push negative ones further down.
-        scores[seen] = self.np.where(scores[seen] <= 0, scores[seen] * self.penalty, scores[seen] / self.penalty)
+        if self.penalty != 1.0 and reply:
+            seen = self.np.asarray(penalised(reply))
+            # llama.cpp's rule: shrink positive logits, push negative ones further down.
+            scores[seen] = self.np.where(scores[seen] <= 0, scores[seen] * self.penalty, scores[seen] / self.penalty)
+        for token, add in bonus.items():
+            scores[token] += add
         return scores
 
     def __call__(self, reply: list[int]) -> int:

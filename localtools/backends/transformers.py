@@ -26,8 +26,8 @@ from ..grammar import Grammar, GrammarNotRegular
 from ..host._catalog import cache_dir
 from ..host._gguf import read_metadata
 from ..host._machine import cpu_flags
-from ._base import Capabilities, Generation, TokenChoice
-from ._decode import FastForward, Heard, decode, penalised, top_choices
+from ._base import Bias, Capabilities, Generation, TokenChoice
+from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices
 from ._masks import Matcher, compile_grammar, new_matcher
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend", "converted_dir"]
@@ -359,7 +359,7 @@ class TransformersBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True, biases=True)
 
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``), from
@@ -423,6 +423,10 @@ class TransformersBackend:
     def _encode(self, text: str) -> list[int]:
         return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
+    def _data_ids(self, text: str) -> list[int]:
+        # Text from a conversation: never a control token.
+        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+
     def tokenize(self, prompt: Prompt) -> list[int]:
         """Token ids of ``prompt``: template text with special tokens, message text without."""
         ids: list[int] = []
@@ -444,9 +448,10 @@ class TransformersBackend:
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
         reply: Sequence[int] = (),
+        bias: Bias | None = None,
     ) -> Generation:
         """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
-        (``Capabilities.continues``)."""
+        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``)."""
         torch, _ = _import()
         prompt_ids = self.tokenize(prompt)
         limit = getattr(self.model.config, "max_position_embeddings", None)
@@ -459,6 +464,8 @@ class TransformersBackend:
             if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
+        if bias is not None and temperature <= 0:
+            steps.bonuses = Bonuses(bias, self.reply_text, self._data_ids)
         # A greedy reply under a grammar is the one decisions are read after: what the model
         # wanted at each pick is kept for them.
         steps.heard = Heard(prompt_ids, reply, self._heard) if grammar is not None and temperature <= 0 else None
@@ -501,6 +508,7 @@ class _Steps:
         self.logits: Any = None
         self.full_masks = self.picks = 0
         self.heard: Heard | None = None
+        self.bonuses: Bonuses | None = None
 
     def _forward(self, input_ids: Any) -> None:
         b = self.backend
@@ -527,6 +535,9 @@ class _Steps:
             seen = torch.tensor(penalised(reply), device=logits.device)
             picked = logits[seen]
             logits[seen] = torch.where(picked > 0, picked / self.penalty, picked * self.penalty)
+        if self.bonuses is not None:
+            for token, add in self.bonuses(reply).items():
+                logits[token] += add
         matcher = self.matcher
         if matcher is None:
             return self.backend._pick(torch, logits, self.temperature, self.top_p, self.generator)

@@ -25,6 +25,10 @@ def add_parser(sub: Any) -> None:
                        help="simple_python, multiple, parallel, parallel_multiple, irrelevance (repeatable; default all five)")
     bench.add_argument("--sample", type=int, default=40, metavar="N", help="cases per category, evenly spread (default 40)")
     bench.add_argument("--seed", type=int, default=0, help="shifts which cases the even spread picks (default 0)")
+    bench.add_argument("--split", choices=["report", "calibration"], default="report",
+                       help="with --bfcl: the report split (the even spread --seed picks, default) or the calibration "
+                       "split `localtools calibrate` chooses thresholds on (none of the report's --sample 40 --seed 0 "
+                       "cases), to choose a setting before it is reported")
     bench.add_argument("--model", "-m", action="append", help="catalog name or .gguf path (repeatable; default: the default model)")
     bench.add_argument("--backend", action="append", type=_common.backend_name, metavar="BACKEND",
                        help=f"{', '.join([*BACKENDS, *ENGINES])} or MODULE:CLASS; repeatable; default llama-cpp. "
@@ -64,13 +68,15 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), guess (calls whose required values the conversation lacks, on a share under the "
-                       "threshold, answered in text; with form and more), distinct (a reply's repeated call left out), "
+                       "threshold, answered in text; with form and more), copy (a string goes on with the span of the "
+                       "conversation it matches, --copy-bonus; with form and more), distinct (a reply's repeated call "
+                       "left out), "
                        "ground (optional arguments the "
                        "conversation never mentions left out), samples=N (N replies vote; --samples) and all of them but samples; "
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, guess, distinct, ground, samples, all")
+                       "greedy, call, more, form, guess, copy, distinct, ground, samples, all")
     bench.add_argument("--samples", type=int, action="append", metavar="N",
                        help="with --levers: the samples lever once per N (repeatable; default 3)")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
@@ -79,6 +85,8 @@ def add_parser(sub: Any) -> None:
                        "(one list of calls; with more)")
     bench.add_argument("--guess-threshold", type=float, metavar="P", help="with --levers: the call share under which "
                        "a guessed call is answered in text (with form and more)")
+    bench.add_argument("--copy-bonus", type=float, metavar="B", help="with --levers: the logit bonus of a token that "
+                       "goes on with the span of the conversation a string matches (with form and more)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
                        "(needs matplotlib)")
@@ -204,7 +212,7 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 
 #: The levers --lever names.
-_LEVERS = ("greedy", "call", "more", "form", "guess", "distinct", "ground", "samples", "all")
+_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "distinct", "ground", "samples", "all")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -226,6 +234,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         more = args.more_threshold if args.more_threshold is not None else own.more
         form = args.form_threshold if args.form_threshold is not None else own.form
         guess = args.guess_threshold if args.guess_threshold is not None else own.guess
+        copy = args.copy_bonus if args.copy_bonus is not None else own.copy
         if call is None and more is None and form is None and guess is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
@@ -237,15 +246,19 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                   **({"form": [(f"form>={form:g}", Decisions(form=form, more=more))]} if form is not None else {}),
                   **({"guess": [(f"guess<{guess:g}", Decisions(form=form, more=more, guess=guess))]}
                      if guess is not None else {}),
+                  **({"copy": [(f"copy+{copy:g}", Decisions(form=form, more=more, copy=copy))]}
+                     if copy is not None else {}),
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
-                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, distinct=True, ground=True))]}
+                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, copy=copy, distinct=True,
+                                            ground=True))]}
         wanted = set(args.lever or ())
         if unknown := wanted - set(_LEVERS):
             raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected {', '.join(_LEVERS)}")
         if unset := wanted - set(levers):
             raise UsageError(f"--lever {', '.join(sorted(unset))}: no threshold for {mode.model} (its calibration "
-                             f"found it best never taken); pass --{sorted(unset)[0]}-threshold")
+                             f"found it best never taken); pass --{sorted(unset)[0]}-"
+                             f"{'bonus' if sorted(unset)[0] == 'copy' else 'threshold'}")
         out += [replace(mode, decisions=d, lever=label) for key, each in levers.items() if not wanted or key in wanted
                 for label, d in each]
     return out
@@ -255,7 +268,7 @@ def _decides(decisions: Any) -> str:
     """How a model's constrained mode decides, in a line."""
     if decisions is None or not decisions.active:
         return "greedy"
-    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess")
+    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy")
             if getattr(decisions, k) is not None]
     return "on " + ", ".join(set_ + [k for k in ("distinct", "ground") if getattr(decisions, k)])
 
@@ -295,9 +308,9 @@ def main(args: argparse.Namespace) -> int:
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
     if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None
-            or args.guess_threshold is not None or args.samples) and not args.levers:
-        raise UsageError("--call-threshold, --more-threshold, --form-threshold, --guess-threshold and --samples apply "
-                         "to --levers")
+            or args.guess_threshold is not None or args.copy_bonus is not None or args.samples) and not args.levers:
+        raise UsageError("--call-threshold, --more-threshold, --form-threshold, --guess-threshold, --copy-bonus and "
+                         "--samples apply to --levers")
     if any(n < 2 for n in args.samples or ()):
         raise UsageError(f"--samples takes 2 or more replies to vote, got {min(args.samples)}")
     if args.plot:
@@ -306,7 +319,12 @@ def main(args: argparse.Namespace) -> int:
         pyplot()  # a missing matplotlib fails now, not after the run
     folder = args.data or bfcl_data_dir()
     categories = args.category or list(CATEGORIES)
-    cases = [c for cat in categories for c in sample(load_cases(folder, cat), args.sample, args.seed)]
+    if args.split == "calibration":
+        from ..bench._calibrate import calibration_cases
+
+        cases = [c for cat in categories for c in calibration_cases(load_cases(folder, cat), args.sample or 40)]
+    else:
+        cases = [c for cat in categories for c in sample(load_cases(folder, cat), args.sample, args.seed)]
     if args.system:
         cases = [c.with_system(args.system) for c in cases]
     names, backends = _bench_targets(args)
@@ -319,7 +337,8 @@ def main(args: argparse.Namespace) -> int:
     peers, peer_modes = _bench_peers(args, names, choices)
     if args.levers:
         modes = _lever_modes(args, modes, models)
-        cases = _apart_from_calibration(cases, names)
+        if args.split == "report":
+            cases = _apart_from_calibration(cases, names)
     deciding = {f"{name} {backend}": _decides(model.decisions) for (name, backend), model in models.items()}
     if not args.levers:
         for label, how in deciding.items():
@@ -351,7 +370,7 @@ def main(args: argparse.Namespace) -> int:
                               f"{srow['called_once_rate']:.0%}", f"{srow['mean_steps']:.1f}")
         _common.print_table(scenarios)
     if args.json:
-        meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed,
+        meta = {"data": str(folder), "categories": categories, "sample": args.sample, "seed": args.seed, "split": args.split,
                 "system": args.system, "max_tokens": args.max_tokens, "modes": [m.label for m in modes],
                 "decisions": deciding}
         write_json(args.json, rows, results, meta, scenarios=(scenario_rows, scenario_results))

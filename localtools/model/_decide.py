@@ -23,8 +23,8 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["Decision", "DecisionPoint", "Decisions", "asking", "branch_shares", "conversation_text", "fork",
-           "grammar_branch", "grounded", "guessed", "ungrounded", "unheld"]
+__all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "asking", "branch_shares", "conversation_text", "fork",
+           "grammar_branch", "grounded", "guessed", "open_string", "said", "ungrounded", "ungrounded_items", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -66,7 +66,10 @@ class Decisions:
     distribution are read at each step, a token that fits both branches followed up to ``depth``
     tokens deep. ``guess``: under tool_choice "auto", a reply whose calls are a guess (at most half
     of their required values are in the conversation, ``guessed``) and whose call share is under
-    this threshold is answered in text instead; a call the model is surer of stands.
+    this threshold is answered in text instead; a call the model is surer of stands. ``copy``: inside
+    a string the reply is writing, the tokens that go on with a span of the conversation the string
+    so far matches (the user's words, a tool's result) get this bonus on their logits, greedy picks
+    only (``CopyBias``; backends with ``Capabilities.biases``).
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -78,6 +81,7 @@ class Decisions:
     more: float | None = None
     form: float | None = None
     guess: float | None = None
+    copy: float | None = None
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -92,6 +96,8 @@ class Decisions:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
+        if self.copy is not None and not 0.0 <= self.copy <= 100.0:
+            raise UsageError(f"Decisions.copy must be a logit bonus from 0 to 100 (or None), got {self.copy!r}")
         if self.samples < 1 or not self.temperature > 0 or not 0 < self.top_p <= 1:
             raise UsageError(f"Decisions needs samples of at least 1, a temperature above 0 and top_p in (0, 1], got "
                              f"{self.samples}, {self.temperature}, {self.top_p}")
@@ -102,7 +108,7 @@ class Decisions:
     @property
     def active(self) -> bool:
         return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
-            self.distinct or self.ground or self.samples > 1
+            self.copy is not None or self.distinct or self.ground or self.samples > 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
@@ -363,9 +369,30 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
                                                     else {})]
 
 
-def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
-    """What the conversation said, as ``grounded`` reads it: the text of every message but the
-    assistant's own (a value the model wrote itself grounds nothing)."""
+def ungrounded_items(arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> dict[str, list[int]]:
+    """Of each list of strings in ``arguments`` (required or not) that the conversation holds
+    some items of (``guessed``'s reading: words by their stems, codes), the positions of the items
+    it does not hold: a list the model ran on past what was asked ("annual plants": ``["Annual",
+    "Perennial", "Shrub"]``). A list none of whose items are held, or one that would fall under
+    its ``minItems``, is not touched."""
+    stems = frozenset(w[:_STEM] for w in _words(conversation))
+    props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+    out: dict[str, list[int]] = {}
+    for key, value in arguments.items():
+        if not isinstance(value, list) or len(value) < 2 or not all(isinstance(v, str) for v in value):
+            continue
+        prop = props.get(key, {}) if isinstance(props, Mapping) else {}
+        items = prop.get("items", {}) if isinstance(prop, Mapping) else {}
+        held = [_mentioned(v, conversation, stems, items if isinstance(items, Mapping) else {}) for v in value]
+        least = prop.get("minItems", 0) if isinstance(prop, Mapping) else 0
+        if any(held) and not all(held) and sum(held) >= (least if isinstance(least, int) else 0):
+            out[key] = [i for i, ok in enumerate(held) if not ok]
+    return out
+
+
+def said(messages: Sequence[Mapping[str, Any]]) -> str:
+    """What the conversation said, as written: the text of every message but the assistant's own
+    (a value the model wrote itself grounds nothing), one message a line."""
     parts = []
     for message in messages:
         if message.get("role") == "assistant":
@@ -375,4 +402,53 @@ def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
             parts.append(content)
         elif isinstance(content, list):
             parts += [str(p.get("text", "")) for p in content if isinstance(p, Mapping)]
-    return _plain("\n".join(parts))
+    return "\n".join(parts)
+
+
+def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    """``said``, as ``grounded`` reads it: lower case, runs of spaces as one."""
+    return _plain(said(messages))
+
+
+def open_string(text: str) -> str | None:
+    """The JSON string ``text`` ends inside, so far (escapes as written); ``None`` outside one."""
+    inside, start, i = False, 0, 0
+    while i < len(text):
+        ch = text[i]
+        if inside and ch == "\\":
+            i += 2
+            continue
+        if ch == '"':
+            inside, start = not inside, i + 1
+        i += 1
+    return text[start:] if inside else None
+
+
+#: A string so far shorter than this matches too much of a conversation to copy from.
+_COPY_FROM = 2
+_WORD_NEXT = re.compile(r"\s?[^\W_]")
+#: At most this many places in the conversation are copied from; this many characters of each.
+_COPY_PLACES, _COPY_AHEAD = 4, 32
+
+
+@dataclass(frozen=True)
+class CopyBias:
+    """The copy decision as a ``Bias``: inside a string, where what the string holds so far is
+    written in ``conversation`` (exactly), the text that follows it there gets ``bonus``: "Louvre"
+    goes on to "Louvre Museum" when the user wrote that, where the model would have closed it."""
+
+    conversation: str
+    bonus: float
+
+    def __call__(self, text: str) -> dict[str, float]:
+        value = open_string(text)
+        if value is None or len(value.strip()) < _COPY_FROM:
+            return {}
+        out: dict[str, float] = {}
+        at = self.conversation.find(value)
+        while at >= 0 and len(out) < _COPY_PLACES:
+            ahead = self.conversation[at + len(value): at + len(value) + _COPY_AHEAD]
+            if _WORD_NEXT.match(ahead):  # a word goes on; punctuation would end the span's sentence
+                out[ahead] = self.bonus
+            at = self.conversation.find(value, at + 1)
+        return out

@@ -31,7 +31,22 @@ from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_
 from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
-from ._decide import Decision, DecisionPoint, Decisions, asking, conversation_text, decide, distinct, fork, guessed, ungrounded, unheld
+from ._decide import (
+    CopyBias,
+    Decision,
+    DecisionPoint,
+    Decisions,
+    asking,
+    conversation_text,
+    decide,
+    distinct,
+    fork,
+    guessed,
+    said,
+    ungrounded,
+    ungrounded_items,
+    unheld,
+)
 from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnCheck, TurnDone
 from ._turn import ChatResult
 
@@ -131,6 +146,8 @@ class _Decoding:
         self.decode_seconds = 0.0
         #: A reasoning budget's generation of the thought, when there was one.
         self.first: Generation | None = None
+        #: Bonuses for a greedy answer under a grammar (the copy decision), where the backend takes them.
+        self.bias: CopyBias | None = None
 
     @property
     def streamed(self) -> bool:
@@ -143,6 +160,8 @@ class _Decoding:
         """One generation; ``sampling`` (temperature, top_p, seed) replaces the request's; ``reply``:
         tokens of an earlier reply to go on from, where the backend can (else it starts again)."""
         extra: dict[str, Any] = {"reply": list(reply)} if reply and self.backend.capabilities.continues else {}
+        if self.bias is not None and grammar is not None and (sampling or self._sampling)["temperature"] <= 0:
+            extra["bias"] = self.bias
         gen = self.backend.generate(prompt, grammar=grammar, max_tokens=max_tokens, stop=stop,
                                     repeat_penalty=repeat_penalty, **(sampling or self._sampling), **self._extra,
                                     **extra)
@@ -473,6 +492,8 @@ class Model:
                                 reasoning=mode, answer_schema=answer_schema, forms=forms).barring(bars)
         run = _Decoding(self.backend, None if on_event is None else ReplyStream(fmt, on_event, stop, check), cancel,
                         temperature=temperature, top_p=top_p, seed=seed)
+        if decisions is not None and decisions.copy is not None and constrained and self.backend.capabilities.biases:
+            run.bias = CopyBias(said(messages), decisions.copy)
         whole, thought = fmt, ""
         if reasoning_budget is not None and mode:
             first = run.generate(prompt, grammar=fmt.reasoning_grammar() if constrained else None,
@@ -734,13 +755,19 @@ class Model:
             kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
             calls, made = [calls[i] for i in kept], [*made, *dropped]
         if decisions is not None and decisions.ground and calls:
-            said, trimmed = conversation_text(messages), []
+            text, trimmed = conversation_text(messages), []
             for call in calls:
-                loose = ungrounded(call.name, call.arguments, fmt.schemas.get(call.name) or {}, said)
+                schema = fmt.schemas.get(call.name) or {}
+                loose = ungrounded(call.name, call.arguments, schema, text)
+                args = {k: v for k, v in call.arguments.items() if k not in loose}
+                extra = ungrounded_items(args, schema, text)
                 made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}")
-                                 for key in loose)]
-                trimmed.append(replace(call, arguments={k: v for k, v in call.arguments.items() if k not in loose})
-                               if loose else call)
+                                 for key in loose),
+                        *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}/{i}")
+                          for key, at in extra.items() for i in at)]
+                for key, at in extra.items():
+                    args[key] = [v for i, v in enumerate(args[key]) if i not in at]
+                trimmed.append(replace(call, arguments=args) if loose or extra else call)
             calls = trimmed
         finish = "tool_calls" if calls else gen.finish_reason
         # A stop string of the request ended the answer: the backend cut it there, or it is in
