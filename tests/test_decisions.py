@@ -573,6 +573,52 @@ def test_ground_leaves_out_the_items_of_a_list_the_conversation_never_asked_for(
     assert ungrounded_items({"kinds": ["fern", "moss", "tree"]}, schema, "a fern or a tree") == {"kinds": [1]}
 
 
+def test_ground_keeps_what_tells_a_replys_calls_apart() -> None:
+    """An optional argument the conversation never mentions stays where it is all that tells two
+    calls of the reply apart (true in one, false in the other); written in one call only, it goes."""
+    ask = [{"role": "user", "content": "Fantasy books by Tolkien, both ways"}]
+    rng = random.Random(4)
+    for _ in range(20):
+        first, second = rng.sample([True, False, None], 2)
+        calls = [{"genre": "Fantasy", "author": "Tolkien"} | ({} if v is None else {"in_stock": v})
+                 for v in (first, second)]
+        reply = "\n".join(tc("find_books", **args) for args in calls)
+        result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books],
+                                                                        decisions=Decisions(ground=True))
+        both = first is not None and second is not None
+        got = [c.arguments.get("in_stock") for c in result.tool_calls]
+        # Left out only where it is no default: False is find_books' default, so it stays.
+        assert got == [first, second] if both else got == [None if v is not False else False for v in (first, second)]
+
+
+def test_ground_reads_an_optional_argument_as_the_conversation_speaks_of_it() -> None:
+    """A boolean stays when the conversation uses the words of its name (a plural, a clipped word,
+    camelCase or snake_case); a number when written as a word; a list when each item is said,
+    plurals aside. Otherwise it goes."""
+    from localtools.model._decide import conversation_text, ungrounded
+
+    rng = random.Random(12)
+    topics = ["history", "statistics", "description", "garden", "human impact", "litigant"]
+    numbers = ["one", "two", "three", "five", "eight", "twelve"]
+    for _ in range(40):
+        topic, spoken = rng.choice(topics), rng.random() < 0.5
+        words = topic.split()
+        clipped = [w[:4] if w == "statistics" else w for w in words]
+        key = rng.choice(["include_" + "_".join(clipped), "include" + "".join(w.title() for w in clipped)])
+        n = rng.randrange(len(numbers))
+        value = [1, 2, 3, 5, 8, 12][n]
+        plural = rng.random() < 0.5
+        said = conversation_text([{"role": "user", "content": (
+            f"Tell me about it{' with its ' + topic + ('s' if plural and ' ' not in topic else '') if spoken else ''}, "
+            f"{numbers[n]} results, avoiding tolls and highway")}])
+        schema = {"properties": {key: {"type": "boolean", "default": False}, "count": {"type": "integer"},
+                                 "avoid": {"type": "array", "items": {"type": "string"}}}}
+        args = {key: True, "count": value, "avoid": ["toll", "highways"], "other": "unsaid"}
+        assert ungrounded("f", args, schema, said) == ([] if spoken else [key]) + ["other"], (key, said)
+        assert ungrounded("f", {key: False}, schema, said) == []  # its default
+        assert ungrounded("f", {"count": value + 1 if value < 12 else 7}, schema, said) == ["count"]
+
+
 @pytest.mark.parametrize(("value", "said", "kept"), [
     (5, "show me 5 of them", True), (5.0, "show me 5 of them", True), (2.5, "about 2.5 km", True),
     (7, "show me 5 of them", False), (10, "", True),  # 10 is the default
@@ -935,7 +981,8 @@ def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: 
 _LINE = "m{n}  qwen2.5  llama-cpp  pypi:p==1!m.gguf  {sha}  10"
 
 
-@pytest.mark.parametrize("field", ["form=0.0001,more=0.02", "form=0.0001", "call=0.5,form=0.001,more=0.3"])
+@pytest.mark.parametrize("field", ["form=0.0001,more=0.02", "form=0.0001", "call=0.5,form=0.001,more=0.3",
+                                   "form=0.0001,guess=0.75,distinct,ground"])
 def test_the_catalog_gives_a_model_its_thresholds_and_greedy_elsewhere(field: str, monkeypatch: pytest.MonkeyPatch,
                                                                       tmp_path: Any) -> None:
     """A models.txt line's seventh field is the model's default ``Decisions``; a model without one,
@@ -948,7 +995,8 @@ def test_the_catalog_gives_a_model_its_thresholds_and_greedy_elsewhere(field: st
     monkeypatch.setattr(load_module, "catalog", catalog_module.catalog)
     catalog_module.catalog.cache_clear()
     try:
-        expected = Decisions.from_dict({k: float(v) for k, v in (p.split("=") for p in field.split(","))})
+        expected = Decisions.from_dict({k: float(v) if v else True
+                                        for k, _, v in (p.partition("=") for p in field.split(","))})
         assert load_module.catalog_decisions("m1") == expected
         assert load_module.resolve_decisions(None, "m1") == expected
         assert load_module.resolve_decisions(None, "m1", family="qwen2.5") == expected
@@ -962,7 +1010,8 @@ def test_the_catalog_gives_a_model_its_thresholds_and_greedy_elsewhere(field: st
         catalog_module.catalog.cache_clear()
 
 
-@pytest.mark.parametrize(("field", "error"), [("form", "NAME=SHARE"), ("form=x", "NAME=SHARE"), ("=0.1", "NAME=SHARE"),
+@pytest.mark.parametrize(("field", "error"), [("form", "form takes a number"), ("form=x", "NAME=SHARE"),
+                                              ("=0.1", "NAME=SHARE"), ("ground=1", "ground takes true or false"),
                                               ("colour=0.1", "unknown decision setting colour"),
                                               ("form=2", "share from 0 to 1")])
 def test_a_catalog_line_with_bad_thresholds_is_refused_naming_the_model(field: str, error: str,

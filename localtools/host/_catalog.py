@@ -37,7 +37,7 @@ class CatalogEntry:
     size: int
     #: The decision thresholds the model decides on unless told otherwise (``Decisions`` fields),
     #: measured on the bench's report split; empty: greedy.
-    decisions: tuple[tuple[str, float], ...] = ()
+    decisions: tuple[tuple[str, float | bool], ...] = ()
 
     @property
     def parts(self) -> list[Part]:
@@ -98,25 +98,26 @@ def catalog() -> dict[str, CatalogEntry]:
         fields = line.split()
         if len(fields) not in (6, 7):
             raise ModelError(f"models.txt line {lineno}: expected 6 fields (name family backends source sha256 size) "
-                             "and optionally a seventh, the decisions (form=0.0001,more=0.002)")
+                             "and optionally a seventh, the decisions (form=0.0001,more=0.002,ground)")
         name, family, backends, source, sha, size = fields[:6]
         out[name] = CatalogEntry(name, family, tuple(backends.split(",")), source, sha.lower(), int(size),
                                  _decisions(fields[6], lineno) if len(fields) == 7 else ())
     return out
 
 
-def _decisions(field: str, lineno: int) -> tuple[tuple[str, float], ...]:
-    """``form=0.0001,more=0.002`` as pairs (the names are checked where they become ``Decisions``)."""
-    pairs = []
+def _decisions(field: str, lineno: int) -> tuple[tuple[str, float | bool], ...]:
+    """``form=0.0001,more=0.002,ground`` as pairs, a bare name a switch turned on (the names and
+    their kinds are checked where they become ``Decisions``)."""
+    pairs: list[tuple[str, float | bool]] = []
     for item in field.split(","):
         key, sep, value = item.partition("=")
         try:
-            pairs.append((key, float(value)))
+            pairs.append((key, float(value) if sep else True))
         except ValueError:
-            sep = ""
-        if not sep or not key:
-            raise ModelError(f"models.txt line {lineno}: decisions {field!r}: expected NAME=SHARE pairs joined by "
-                             "commas, e.g. form=0.0001,more=0.002")
+            key = ""
+        if not key:
+            raise ModelError(f"models.txt line {lineno}: decisions {field!r}: expected NAME=SHARE pairs or switch "
+                             "names joined by commas, e.g. form=0.0001,more=0.002,ground")
     return tuple(pairs)
 
 

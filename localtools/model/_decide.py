@@ -11,6 +11,7 @@ token further), and the branch is taken when its share passes a threshold calibr
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -24,7 +25,7 @@ from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
 __all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "asking", "branch_shares", "conversation_text", "fork",
-           "grammar_branch", "grounded", "guessed", "open_string", "said", "ungrounded", "ungrounded_items", "unheld"]
+           "grammar_branch", "grounded", "guessed", "open_string", "said", "telling", "ungrounded", "ungrounded_items", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -116,7 +117,16 @@ class Decisions:
         known = set(cls.__dataclass_fields__)
         if unknown := sorted(set(data) - known):
             raise UsageError(f"unknown decision setting {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+        for key, value in data.items():
+            switch = key in _SWITCHES
+            if switch != isinstance(value, bool) or not isinstance(value, bool | int | float):
+                raise UsageError(f"decision setting {key} takes {'true or false' if switch else 'a number'}, got "
+                                 f"{value!r}")
         return cls(**dict(data))
+
+
+#: The settings of ``Decisions`` that are on or off.
+_SWITCHES = frozenset({"distinct", "ground"})
 
 
 @dataclass(frozen=True)
@@ -250,8 +260,9 @@ def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
         return bool(value.strip()) and _plain(value) in conversation
     if isinstance(value, int | float):
         forms = {repr(value), f"{value:g}"} | ({str(int(value))} if float(value).is_integer() else set())
-        # A whole number as written: 3 is not in "35.5", nor 5 in "2.5".
-        return any(re.search(rf"(?<![\d.]){re.escape(form)}(?!\.?\d)", conversation) for form in forms)
+        # A whole number as written: 3 is not in "35.5", nor 5 in "2.5"; or in words ("two tickets").
+        return any(re.search(rf"(?<![\d.]){re.escape(form)}(?!\.?\d)", conversation) for form in forms) or \
+            (float(value).is_integer() and any(_NUMBER_WORDS.get(w) == value for w in _words(conversation)))
     items = schema.get("items", {}) if isinstance(schema, Mapping) else {}
     if isinstance(value, list):
         return bool(value) and all(grounded(v, conversation, items if isinstance(items, Mapping) else {}) for v in value)
@@ -261,6 +272,9 @@ def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
     return False
 
 
+_NUMBER_WORDS = {w: i for i, w in enumerate(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight",
+                                              "nine", "ten", "eleven", "twelve"])}
+
 #: Words compared by their first this-many characters: "vaporization" is grounded by "vaporizing".
 _STEM = 5
 
@@ -269,15 +283,49 @@ def _words(text: str) -> list[str]:
     return re.findall(r"[^\W_]+", text.lower())
 
 
+def _stem(word: str) -> str:
+    """``word``'s first ``_STEM`` characters, a plural's "s" left off first ("tolls" as "toll")."""
+    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
+        word = word[:-1]
+    return word[:_STEM]
+
+
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(_stem(w) for w in _words(text))
+
+
 def _mentioned(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any]) -> bool:
-    """``grounded``, a string every word of which begins (``_STEM`` characters) like a word of the
-    conversation, or a code (``_CODE``) that abbreviates words of it."""
+    """``grounded``, a string every word of which begins (``_stem``) like a word of the
+    conversation, a code (``_CODE``) that abbreviates words of it, or a list or object every
+    item of which is mentioned."""
     if grounded(value, conversation, schema):
         return True
+    if isinstance(value, list):
+        items = schema.get("items", {}) if isinstance(schema, Mapping) else {}
+        return bool(value) and all(_mentioned(v, conversation, stems, items if isinstance(items, Mapping) else {})
+                                   for v in value)
+    if isinstance(value, dict):
+        props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+        props = props if isinstance(props, Mapping) else {}
+        return bool(value) and all(_mentioned(v, conversation, stems, props.get(k, {})) for k, v in value.items())
     if isinstance(value, str) and _CODE.fullmatch(value.strip()):
         return _abbreviated(value.strip().lower(), _words(conversation))
     words = _words(value) if isinstance(value, str) else []
-    return bool(words) and all(w[:_STEM] in stems for w in words)
+    return bool(words) and all(_stem(w) in stems for w in words)
+
+
+#: Words of an argument's name that say nothing of what it is about ("include_history").
+_FILLER = frozenset(["include", "includes", "is", "use", "with", "get", "show", "has", "enable", "allow", "should",
+                     "return", "add", "want", "need", "do", "flag"])
+
+
+def _said_of(key: str, stems: frozenset[str]) -> bool:
+    """Whether the conversation speaks of what a boolean argument named ``key`` is about: every
+    word of its name but the filler ("include_human_impact": "human", "impact")."""
+    words = [w for w in _words(re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key)) if w not in _FILLER]
+    # A short word may be a clipped one: "stats" is said by "statistics".
+    return bool(words) and all(_stem(w) in stems or (len(_stem(w)) >= 4 and any(s.startswith(_stem(w)) for s in stems))
+                               for w in words)
 
 
 #: A code that may stand for words: "USD", "JPY", "NYC".
@@ -328,7 +376,7 @@ def unheld(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str,
 def _required_values(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str
                      ) -> list[tuple[str, str, bool]]:
     """Each required value of ``calls`` that has words of its own: (tool, argument, mentioned)."""
-    stems = frozenset(w[:_STEM] for w in _words(conversation))
+    stems = _stems(conversation)
     out = []
     for name, arguments in calls:
         schema = schemas.get(name)
@@ -361,12 +409,38 @@ def _listed(items: Sequence[str]) -> str:
 
 
 def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:
-    """The optional arguments of a call to ``name`` that are not ``grounded``, in order."""
+    """The optional arguments of a call to ``name`` the conversation does not speak of, in order:
+    a value not ``_mentioned`` (as ``guessed`` reads values: word stems, codes, numbers as words),
+    a boolean that is not its default and whose own name's words the conversation never uses."""
     required = set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
     props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
-    return [key for key, value in arguments.items()
-            if key not in required and not grounded(value, conversation, props.get(key, {}) if isinstance(props, Mapping)
-                                                    else {})]
+    props = props if isinstance(props, Mapping) else {}
+    stems = _stems(conversation)
+    out = []
+    for key, value in arguments.items():
+        if key in required:
+            continue
+        prop = props.get(key, {})
+        prop = prop if isinstance(prop, Mapping) else {}
+        said = grounded(value, conversation, prop) or _said_of(key, stems) if isinstance(value, bool) else \
+            _mentioned(value, conversation, stems, prop)
+        if not said:
+            out.append(key)
+    return out
+
+
+def telling(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, set[str]]:
+    """For each tool, the arguments whose values tell its calls in one reply apart ("with and
+    without transfers": ``allow_transfer`` true in one, false in the other; written in every call of
+    it): what ``ground`` must not leave out, or the calls would be one call twice."""
+    out: dict[str, set[str]] = {name: set() for name, _ in calls}
+    for name in out:
+        same = [args for n, args in calls if n == name]
+        for key in {k for args in same for k in args}:
+            if all(key in args for args in same) and \
+                    len({json.dumps(args[key], sort_keys=True, default=str) for args in same}) > 1:
+                out[name].add(key)
+    return out
 
 
 def ungrounded_items(arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> dict[str, list[int]]:
@@ -375,7 +449,7 @@ def ungrounded_items(arguments: Mapping[str, Any], schema: Mapping[str, Any], co
     it does not hold: a list the model ran on past what was asked ("annual plants": ``["Annual",
     "Perennial", "Shrub"]``). A list none of whose items are held, or one that would fall under
     its ``minItems``, is not touched."""
-    stems = frozenset(w[:_STEM] for w in _words(conversation))
+    stems = _stems(conversation)
     props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
     out: dict[str, list[int]] = {}
     for key, value in arguments.items():

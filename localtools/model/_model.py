@@ -43,6 +43,7 @@ from ._decide import (
     fork,
     guessed,
     said,
+    telling,
     ungrounded,
     ungrounded_items,
     unheld,
@@ -53,12 +54,11 @@ from ._turn import ChatResult
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 
 ToolChoice = str  # "auto" | "required" | "none" | a tool name
-#: Template variables render sets itself, and its own parameters.
 #: What a text answer after a refused guess may not open with: JSON, which would be the call again.
 _JSON_OPENINGS = ("{", "[")
 #: Where text holds a call object: its keys.
 _CALL_TELLS = ('"name":', '"arguments":', '"parameters":', "'name':", "'arguments':")
-
+#: Template variables render sets itself, and its own parameters.
 _RESERVED_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
                                  "object_arguments"})
 
@@ -756,9 +756,10 @@ class Model:
             calls, made = [calls[i] for i in kept], [*made, *dropped]
         if decisions is not None and decisions.ground and calls:
             text, trimmed = conversation_text(messages), []
+            apart = telling([(c.name, c.arguments) for c in calls])
             for call in calls:
                 schema = fmt.schemas.get(call.name) or {}
-                loose = ungrounded(call.name, call.arguments, schema, text)
+                loose = [k for k in ungrounded(call.name, call.arguments, schema, text) if k not in apart[call.name]]
                 args = {k: v for k, v in call.arguments.items() if k not in loose}
                 extra = ungrounded_items(args, schema, text)
                 made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}")
