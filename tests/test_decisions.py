@@ -335,6 +335,14 @@ def test_a_guessed_call_under_the_threshold_is_answered_in_text(share: float) ->
         if refused:  # the text was decoded under the text branch alone
             grammar = backend.grammars[-1]
             assert grammar is not None and not matches(grammar, made_up)
+    # Not on a streamed turn: a text decoded after a refusal would reach the client unread.
+    from localtools.model._stream import TurnDone
+
+    backend = ScriptedBackend([made_up, "Paris is the capital."], choices=choices)
+    events = list(Model(backend, family="qwen2.5").stream(ask, [get_weather], decisions=Decisions(guess=0.75)))
+    done = events[-1]
+    assert isinstance(done, TurnDone) and done.result.tool_calls
+    assert not [d for d in done.result.decisions if d.point is DecisionPoint.GUESS]
     # Only under tool_choice "auto": a call the request demands stands.
     backend = ScriptedBackend([made_up], choices=choices)
     result = Model(backend, family="qwen2.5").chat(ask, [get_weather], tool_choice="required",

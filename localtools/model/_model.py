@@ -583,7 +583,8 @@ class Model:
         most half of their required values) made on a call share under ``decisions.guess``: the
         turn is answered in text instead. The share is the call decision's when one was made."""
         assert decisions.guess is not None
-        if run.streamed or whole.tool_choice != "auto" or not whole.can_call:
+        # Not on a streamed turn: the text decoded after a refusal would stream before it is read.
+        if run.live is not None or whole.tool_choice != "auto" or not whole.can_call:
             return gen
         calls = whole.parse(gen.text).tool_calls
         schemas = {spec["function"]["name"]: spec["function"].get("parameters") or {} for spec in specs}
