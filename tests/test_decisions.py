@@ -406,20 +406,23 @@ def test_a_refused_guess_that_writes_its_call_again_asks_for_the_values_instead(
         assert decision.reply == (text if text == loose else "Sure! {")
 
 
+def _weather_call(backend_name: str) -> tuple[Any, Any, Any, Any]:
+    """SmolLM2 on ``backend_name``: the model, its backend, ASK's prompt and the grammar of a required call."""
+    from conftest import load_once
+
+    model = load_once("smollm2-135m", backend_name)
+    return model, model.backend, model.render(ASK, [get_weather]), model.grammar([get_weather], "required")
+
+
 @pytest.mark.model
 @pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
 def test_a_reply_goes_on_from_an_earlier_one_as_if_decoded_from_its_start(backend_name: str) -> None:
     """Going on from part of a greedy reply gives the reply decoding from the start gives, with
     only the rest generated; a reply the grammar refuses is refused."""
-    from conftest import load_once
-
     from localtools._errors import GrammarError
 
-    model = load_once("smollm2-135m", backend_name)
-    backend: Any = model.backend
+    model, backend, prompt, grammar = _weather_call(backend_name)
     assert backend.capabilities.continues
-    prompt = model.render(ASK, [get_weather])
-    grammar = model.grammar([get_weather], "required")
     whole = backend.generate(prompt, grammar=grammar, max_tokens=60)
     for cut in sorted({1, len(whole.tokens) // 3, len(whole.tokens) // 2, len(whole.tokens) - 1}):
         went_on = backend.generate(prompt, grammar=grammar, max_tokens=60, reply=whole.tokens[:cut])
@@ -434,15 +437,10 @@ def test_a_reply_goes_on_from_an_earlier_one_as_if_decoded_from_its_start(backen
 def test_a_bias_moves_greedy_picks_to_the_text_it_favours(backend_name: str) -> None:
     """A greedy reply under the grammar goes where a bias's bonus points (a name the model would
     not write), token by token, and the grammar still holds: the bonus only reorders what it allows."""
-    from conftest import load_once
-
     from localtools.model._decide import open_string
 
-    model = load_once("smollm2-135m", backend_name)
-    backend: Any = model.backend
+    _, backend, prompt, grammar = _weather_call(backend_name)
     assert backend.capabilities.biases
-    prompt = model.render(ASK, [get_weather])
-    grammar = model.grammar([get_weather], "required")
     plain = backend.generate(prompt, grammar=grammar, max_tokens=40)
     wanted = "Zanzibar"
 

@@ -255,10 +255,10 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         wanted = set(args.lever or ())
         if unknown := wanted - set(_LEVERS):
             raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected {', '.join(_LEVERS)}")
-        if unset := wanted - set(levers):
-            raise UsageError(f"--lever {', '.join(sorted(unset))}: no threshold for {mode.model} (its calibration "
-                             f"found it best never taken); pass --{sorted(unset)[0]}-"
-                             f"{'bonus' if sorted(unset)[0] == 'copy' else 'threshold'}")
+        if unset := sorted(wanted - set(levers)):
+            flag = "--copy-bonus" if unset[0] == "copy" else f"--{unset[0]}-threshold"
+            raise UsageError(f"--lever {', '.join(unset)}: no threshold for {mode.model} (its calibration "
+                             f"found it best never taken); pass {flag}")
         out += [replace(mode, decisions=d, lever=label) for key, each in levers.items() if not wanted or key in wanted
                 for label, d in each]
     return out

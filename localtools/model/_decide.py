@@ -422,8 +422,10 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
             continue
         prop = props.get(key, {})
         prop = prop if isinstance(prop, Mapping) else {}
-        said = grounded(value, conversation, prop) or _said_of(key, stems) if isinstance(value, bool) else \
-            _mentioned(value, conversation, stems, prop)
+        if isinstance(value, bool):
+            said = grounded(value, conversation, prop) or _said_of(key, stems)
+        else:
+            said = _mentioned(value, conversation, stems, prop)
         if not said:
             out.append(key)
     return out
