@@ -434,6 +434,27 @@ def test_a_reply_goes_on_from_an_earlier_one_as_if_decoded_from_its_start(backen
 
 @pytest.mark.model
 @pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
+def test_a_reply_stops_where_it_parts_and_goes_on_as_if_decoded_whole(backend_name: str) -> None:
+    """A reply watched for a parting (a single call begun where a list could have opened) stops at
+    the first token past it, and going on from there gives the reply decoding it whole gives."""
+    from localtools.backends._base import Parting
+
+    model, backend, prompt, grammar = _weather_call(backend_name)
+    assert backend.capabilities.parts
+    lists = model.reply_format([get_weather], "required", forms=model.family.parallel_forms).grammar
+    assert lists is not None
+    parting = Parting(into=grammar, away=lists)
+    whole = backend.generate(prompt, grammar=grammar, max_tokens=60)
+    parted = backend.generate(prompt, grammar=grammar, max_tokens=60, parting=parting)
+    assert parted.parted and not whole.parted and len(parted.tokens) < len(whole.tokens)
+    assert parted.tokens == whole.tokens[:len(parted.tokens)] and parted.text == backend.reply_text(parted.tokens)
+    assert parting.parted(parted.text) and parting.parted(backend.reply_text(parted.tokens[:-1])) is False
+    went_on = backend.generate(prompt, grammar=grammar, max_tokens=60, reply=parted.tokens)
+    assert went_on.tokens == whole.tokens and went_on.text == whole.text
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
 def test_a_bias_moves_greedy_picks_to_the_text_it_favours(backend_name: str) -> None:
     """A greedy reply under the grammar goes where a bias's bonus points (a name the model would
     not write), token by token, and the grammar still holds: the bonus only reorders what it allows."""
@@ -730,7 +751,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
 
     modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
     args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, guess_threshold=None,
-                              copy_bonus=None, lever=None, samples=None)
+                              copy_bonus=None, fit_threshold=None, lever=None, samples=None)
     with pytest.raises(UsageError, match="calibrate"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     loaded = Loaded()
@@ -791,7 +812,17 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
         ("all", Decisions(call=0.6, form=0.001, copy=2.0, distinct=True, ground=True))]
     assert main(["bench", "--copy-bonus", "2"]) == 2
     assert "apply to --levers" in capsys.readouterr().err
-    args.copy_bonus = None
+    # The fit lever stands on form, "more" and guess, with its own threshold.
+    args.lever, args.copy_bonus, args.guess_threshold, args.fit_threshold = ["fit", "all"], None, 0.75, 0.9
+    assert [(m.lever, m.decisions) for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
+        ("fit<0.9", Decisions(form=0.001, guess=0.75, fit=0.9)),
+        ("all", Decisions(call=0.6, form=0.001, guess=0.75, fit=0.9, distinct=True, ground=True))]
+    args.fit_threshold = None
+    with pytest.raises(UsageError, match="--fit-threshold"):
+        _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    assert main(["bench", "--fit-threshold", "0.9"]) == 2
+    assert "apply to --levers" in capsys.readouterr().err
+    args.copy_bonus = args.guess_threshold = None
     # The cases the calibration was made on are never among those the levers are reported on.
     from localtools.bench._bfcl import Case
     from localtools.cli._bench import _apart_from_calibration
@@ -848,6 +879,11 @@ def test_the_form_decision_writes_the_calls_as_one_list_on_its_share(share: floa
         assert grammar is not None and not matches(grammar, FENCE_PARIS) and matches(grammar, listed + "]\n```")
         # The list went on from the fence the single call had opened with; its next item from the first.
         assert backend.continued == [0, len("```json\n"), len(listed)]
+        # The first reply stopped where it began the single call: nothing past its "{" was decoded.
+        assert result.completion_tokens == len("```json\n{") + len(listed + "]\n```") - len("```json\n") + \
+            len(both + "]\n```") - len(listed)
+    else:  # the single call went on from where it stopped, the same reply
+        assert backend.continued == [0, len("```json\n{")] and result.completion_tokens == len(FENCE_PARIS)
     # Without the form decision the grammar offers no list.
     plain = Model(ScriptedBackend([FENCE_PARIS]), family="qwen2.5").reply_format([get_weather]).grammar
     assert plain is not None and not matches(plain, listed + "]\n```")
@@ -864,7 +900,9 @@ def test_a_probe_reads_the_replies_of_every_form() -> None:
     # Under the probe's floor the third item is never written.
     choices = {"": {"```": 0.8, "Hi": 0.2}, "```json\n": {'{"': 0.999, "[": 0.001},
                listed: {"]": 0.7, ",": 0.3}, both: {"]": 1 - FLOOR / 2, ",": FLOOR / 2}}
-    backend = ScriptedBackend([FENCE_PARIS, listed + "]\n```", both + "]\n```"], choices=choices)
+    # The probe's reply stops where it begins a single call (the list is taken there): the single
+    # call it would have written is the greedy reply's, asked for once more.
+    backend = ScriptedBackend([FENCE_PARIS, listed + "]\n```", both + "]\n```", FENCE_PARIS], choices=choices)
     case = Case("parallel_0", "parallel", ASK, [get_weather.spec()],
                 [{"get_weather": {"city": ["Paris"]}}, {"get_weather": {"city": ["London"]}}])
     p = probe(Model(backend, family="qwen2.5"), case)
@@ -1104,3 +1142,98 @@ def test_a_calibration_stopped_part_way_goes_on_where_it_stopped(tmp_path: Path,
     assert asked == [] and json.loads((tmp_path / "m.json").read_text())["grid"]
     assert main([*argv, "--replay"]) == 2 and asked == []
     assert "--replay: no calibration of m" in capsys.readouterr().err
+
+
+def test_a_tool_is_unfit_when_no_word_of_its_name_or_description_is_said() -> None:
+    """A tool fits when a word of its name or description begins (five letters) as a word the
+    conversation uses; generic words ("get", "calculate", "the") say nothing either way."""
+    from localtools.model._decide import unfit
+
+    rng = random.Random(23)
+    letters = "bcdfghjklmnpqrstvwxz"
+    for _ in range(60):
+        topic = ["".join(rng.choice(letters) + rng.choice("aeiou") for _ in range(rng.randint(3, 5)))
+                 for _ in range(3)]
+        other = ["".join(rng.choice(letters) + rng.choice("aeiou") for _ in range(rng.randint(3, 5)))
+                 for _ in range(3)]
+        name = rng.choice(["get_", "calculate_", "find", ""]) + rng.choice(["_".join(topic[:2]), topic[0] + topic[1].title()])
+        described = {name: f"Retrieve the {topic[2]} details for a given {topic[0]}."}
+        generic = rng.choice(["Please get me the", "Calculate the", "What is the", "Find the details of the"])
+        # Said as written, re-cased, or plural: it fits; a question about other things does not.
+        said = rng.choice([topic[0], topic[1].upper(), topic[2] + "s"])
+        fits = conversation_text([{"role": "user", "content": f"{generic} {said} of {other[0]}, {other[1]}?"}])
+        strange = conversation_text([{"role": "user", "content": f"{generic} {other[0]} of {other[1]} {other[2]}?"}])
+        if any(o[:5] in {t[:5] for t in topic} for o in other):
+            continue
+        assert unfit([(name, {})], described, fits) == [], (name, fits)
+        assert unfit([(name, {}), (name, {"x": 1})], described, strange) == [name], (name, strange)
+    # The issue's cases: sunset is not sunrise, a rectangle's perimeter is no quadratic equation.
+    sunrise = {"calculate_sunrise": "Calculate the time of sunrise for a specific date and location."}
+    assert unfit([("calculate_sunrise", {})], sunrise, conversation_text(
+        [{"role": "user", "content": "When will be sunset in Beijing today?"}])) == ["calculate_sunrise"]
+    assert unfit([("calculate_sunrise", {})], sunrise, conversation_text(
+        [{"role": "user", "content": "When is the sunrise in Beijing?"}])) == []
+
+
+@pytest.mark.parametrize("share", [0.5, 0.97])
+def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_text(share: float) -> None:
+    ask = [{"role": "user", "content": "Who wrote Hamlet? Paris"}]
+    choices = {"": {"<tool_call>": share, "The": 1 - share}}
+    # The city is said (no guess), the weather never is: the call fits nothing asked.
+    call = tc("get_weather", city="Paris")
+    for text, answer in (("Shakespeare wrote it.", "Shakespeare wrote it."),
+                         ('Sure! {"name": "get_weather", "arguments": {"city": "Paris"}}', None)):
+        backend = ScriptedBackend([call, text], choices=choices)
+        result = Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(fit=0.9))
+        refused = share < 0.9
+        (decision,) = [d for d in result.decisions if d.point is DecisionPoint.FIT]
+        assert decision.share == pytest.approx(share) and decision.taken is refused
+        assert decision.argument == "get_weather"
+        assert bool(result.tool_calls) is not refused
+        if not refused:
+            continue
+        if answer is not None:
+            assert result.content == answer
+        else:  # the text held the call again: the answer says the tool does something else
+            assert "`get_weather`" in result.content and "{" not in result.content
+            (ask_decision,) = [d for d in result.decisions if d.point is DecisionPoint.ASK]
+            assert ask_decision.argument == "get_weather"
+    # A tool the conversation speaks of is never in doubt, nor is a call the request demands.
+    backend = ScriptedBackend([call], choices=choices)
+    result = Model(backend, family="qwen2.5").chat([{"role": "user", "content": "The weather in Paris?"}],
+                                                   [get_weather], decisions=Decisions(fit=0.9))
+    assert result.tool_calls and not result.decisions
+    backend = ScriptedBackend([call], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ask, [get_weather], tool_choice="required",
+                                                   decisions=Decisions(fit=0.9))
+    assert result.tool_calls and not result.decisions
+
+
+def test_calibration_finds_the_fit_threshold_that_keeps_calls_to_tools_the_user_named() -> None:
+    from localtools.bench._bfcl import Case
+    from localtools.bench._calibrate import Probe, choose, replay
+
+    weather = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
+                                                 "parameters": {"type": "object", "properties": {
+                                                     "city": {"type": "string"}}, "required": ["city"]}}}
+
+    def ask(text: str) -> list[dict[str, Any]]:
+        return [{"role": "user", "content": text}]
+
+    cases = [Case("s1", "simple_python", ask("Weather in Paris?"), [weather], [{"get_weather": {"city": ["Paris"]}}]),
+             Case("s2", "simple_python", ask("Is it raining in Oslo?"), [weather],
+                  [{"get_weather": {"city": ["Oslo"]}}]),
+             Case("i1", "irrelevance", ask("Who was born in London?"), [weather], []),
+             Case("i2", "irrelevance", ask("Flights from Berlin?"), [weather], [])]
+    # Every call's values are said (no guess); the shares of the irrelevant calls sit between the
+    # relevant ones, so no call threshold tells them apart; the fit threshold does, where the
+    # relevant call the user never names the tool of (s2, "raining") is surer than both.
+    probes = [Probe("s1", "simple_python", 0.5, final=[("get_weather", {"city": "Paris"})]),
+              Probe("s2", "simple_python", 0.97, final=[("get_weather", {"city": "Oslo"})]),
+              Probe("i1", "irrelevance", 0.6, final=[("get_weather", {"city": "London"})]),
+              Probe("i2", "irrelevance", 0.8, final=[("get_weather", {"city": "Berlin"})])]
+    unfit_i2 = replay(probes[3], 0.0, 1.01, fit=0.9, is_unfit=lambda calls: True)
+    assert unfit_i2 == [] and replay(probes[3], 0.0, 1.01, fit=0.7, is_unfit=lambda calls: True)
+    decisions, rows = choose(probes, cases)
+    assert decisions.fit is not None and 0.8 < decisions.fit <= 0.97 and max(r["mean"] for r in rows) == 1.0
+    assert max(r["mean"] for r in rows if r["fit"] == 0) < 1.0

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
 from .._types import Prompt
-from ..grammar import Grammar
+from ..grammar import Grammar, matches
 
-__all__ = ["Backend", "Bias", "Capabilities", "Generation", "NextTokens", "TextFeed", "TokenChoice", "cut_at_stop", "first_stop",
-           "held_back"]
+__all__ = ["Backend", "Bias", "Capabilities", "Generation", "NextTokens", "Parting", "TextFeed", "TokenChoice", "cut_at_stop",
+           "first_stop", "held_back"]
 
 
 @dataclass
@@ -32,6 +32,8 @@ class Generation:
     forced_tokens: int = 0
     #: The stop string that ended it (left out of ``text``); ``None`` when none did.
     stop: str | None = None
+    #: It was stopped where it parted (``Parting``): a reply begun, not whole.
+    parted: bool = False
 
     @property
     def generated(self) -> int:
@@ -115,6 +117,27 @@ class Capabilities:
     #: Its greedy ``generate`` takes ``bias=`` (a ``Bias``): logit bonuses for the texts a reply may
     #: go on with, added before the grammar picks. Without it the copy decision is not made.
     biases: bool = False
+    #: Its ``generate`` takes ``parting=`` (a ``Parting``) and stops a reply where it parts, so a
+    #: decision there costs no tokens past it. Without it the reply is decoded whole first.
+    parts: bool = False
+
+
+@dataclass(frozen=True)
+class Parting:
+    """Where a reply leaves one grammar's language for another's: its text is still a prefix of
+    ``into``'s language and no longer one of ``away``'s (a call begun in one form, not the other)."""
+
+    into: Grammar
+    away: Grammar
+
+    def parted(self, text: str) -> bool | None:
+        """Whether ``text`` has parted; ``None`` when no longer text can (it has left ``into``'s
+        prefixes, or keeps to ``away``'s alone): there is nothing more to watch."""
+        into = matches(self.into, text, prefix=True)
+        away = matches(self.away, text, prefix=True)
+        if into and not away:
+            return True
+        return False if into else None
 
 
 class Bias(Protocol):

@@ -13,7 +13,7 @@ from typing import Any, Protocol
 
 from .._errors import GenerationCancelled
 from ..grammar import Grammar, continuation
-from ._base import Bias, Generation, TextFeed, TokenChoice, first_stop
+from ._base import Bias, Generation, Parting, TextFeed, TokenChoice, first_stop
 
 __all__ = ["PENALTY_WINDOW", "Bonuses", "FastForward", "Heard", "Steps", "decode", "penalised", "top_choices"]
 
@@ -174,7 +174,7 @@ class FastForward:
 
 def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[str] = (),
            cancel: Callable[[], bool] | None = None, on_text: Callable[[str], None] | None = None,
-           reply: Sequence[int] = ()) -> Generation:
+           reply: Sequence[int] = (), parting: Parting | None = None) -> Generation:
     """Generate until an end token, a stop string (left out of the text) or ``max_tokens``.
     ``reply``: tokens of a reply to go on from; the ``Generation`` holds them and what followed
     (``max_tokens`` counts both; ``completion_tokens`` only what followed).
@@ -182,10 +182,11 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
     After each picked token, the tokens the grammar forces (``Steps.forced``) join it and the
     batch is evaluated in one pass. ``cancel`` is asked before each pick; when it answers True,
     ``GenerationCancelled`` is raised. ``on_text`` is handed the text as it grows (see ``TextFeed``).
+    ``parting``: the reply stops where it parts (``Generation.parted``), its tokens and text kept.
     """
     feed = TextFeed(on_text, stop) if on_text is not None else None
     out: list[int] = list(reply)
-    finish, text, forced_count, stopped_by = "length", "", 0, None
+    finish, text, forced_count, stopped_by, parted = "length", "", 0, None, False
     start = time.perf_counter()
     first = None
     steps.start(list(reply))
@@ -214,6 +215,14 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
                     break
                 if feed is not None:
                     feed.grow(text)
+            if parting is not None:
+                # Watched only while the reply could still part: a few tokens at its start.
+                now = parting.parted(steps.text(out, final=False))
+                if now:
+                    finish, done, parted = "stop", True, True
+                    break
+                if now is None:
+                    parting = None
             if len(out) >= max_tokens:
                 done = True  # the last token is never evaluated: nothing would read its logits
                 break
@@ -224,7 +233,7 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
             break
         steps.advance(batch)
     end = time.perf_counter()
-    if finish != "stop" or not stop:
+    if finish != "stop" or not stop or parted:
         text = steps.text(out, final=True)
     if feed is not None:
         feed.end(text)
@@ -232,4 +241,4 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
     return Generation(text=text, tokens=out, finish_reason=finish, prompt_tokens=prompt_tokens,
                       prompt_seconds=first - start, decode_seconds=end - first,
                       completion_tokens=len(out) - len(reply) if reply else None,
-                      forced_tokens=forced_count, stop=stopped_by)
+                      forced_tokens=forced_count, stop=stopped_by, parted=parted)

@@ -16,7 +16,7 @@ from .._errors import BackendNotInstalled, ContextLengthExceeded, GrammarError, 
 from .._types import Prompt
 from ..grammar import Grammar
 from ..host._gguf import read_metadata
-from ._base import Bias, Capabilities, Generation, TokenChoice
+from ._base import Bias, Capabilities, Generation, Parting, TokenChoice
 from ._decode import PENALTY_WINDOW, Bonuses, FastForward, Heard, decode, penalised, top_choices
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
@@ -222,7 +222,7 @@ class LlamaCppBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time (a llama.cpp context is not thread-safe)."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True, biases=True)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True, biases=True, parts=True)
 
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``); the
@@ -296,9 +296,11 @@ class LlamaCppBackend:
         on_text: Callable[[str], None] | None = None,
         reply: Sequence[int] = (),
         bias: Bias | None = None,
+        parting: Parting | None = None,
     ) -> Generation:
         """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
-        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``)."""
+        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``);
+        stopped where it parts (``Capabilities.parts``)."""
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:
@@ -316,7 +318,7 @@ class LlamaCppBackend:
         steps = _Steps(self, prompt_ids, pick, ahead, heard)
         try:
             gen = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
-                         on_text=on_text, reply=reply)
+                         on_text=on_text, reply=reply, parting=parting)
             if heard is not None:
                 heard.end(gen.tokens)
                 self._heard = heard

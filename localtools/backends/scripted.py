@@ -10,7 +10,7 @@ from typing import Any
 from .._errors import ContextLengthExceeded, GenerationCancelled, UsageError
 from .._types import Prompt
 from ..grammar import Grammar, matches
-from ._base import Capabilities, Generation, TokenChoice
+from ._base import Capabilities, Generation, Parting, TokenChoice
 from ._decode import FastForward, decode
 
 __all__ = ["ScriptedBackend"]
@@ -64,6 +64,10 @@ class ScriptedBackend:
         self.repeat_penalties: list[float] = []
         #: For each call, how many tokens of an earlier reply it went on from (``continues``).
         self.continued: list[int] = []
+        #: Whether ``generate`` takes ``parting=`` (``Capabilities.parts``).
+        self.parts = True
+        # A reply stopped where it parted, and its script: going on from exactly there goes on with it.
+        self._parted: tuple[list[int], str] | None = None
 
     def generate(
         self,
@@ -79,9 +83,11 @@ class ScriptedBackend:
         cancel: Callable[[], bool] | None = None,
         on_text: Callable[[str], None] | None = None,
         reply: Sequence[int] = (),
+        parting: Parting | None = None,
     ) -> Generation:
         """The next scripted reply, checked against ``grammar`` (``Backend.generate``); going on from
-        ``reply`` (``Capabilities.continues``), it must begin with that reply's text."""
+        ``reply`` (``Capabilities.continues``), it must begin with that reply's text; stopped where
+        it parts (``Capabilities.parts``)."""
         # Real tokenizers read the prompt as UTF-8; text that is not (a lone surrogate) fails here too.
         prompt.text.encode("utf-8")
         if self.n_ctx is not None and len(prompt.text) >= self.n_ctx:
@@ -89,10 +95,14 @@ class ScriptedBackend:
         self.prompts.append(prompt)
         self.grammars.append(grammar)
         self.repeat_penalties.append(repeat_penalty)
-        if not self._replies:
-            raise UsageError("the scripted backend has no replies left")
-        script = self._replies.pop(0)
-        text = script(prompt, grammar) if callable(script) else script
+        held, self._parted = self._parted, None
+        if held is not None and list(reply) == held[0]:
+            text = held[1]
+        else:
+            if not self._replies:
+                raise UsageError("the scripted backend has no replies left")
+            script = self._replies.pop(0)
+            text = script(prompt, grammar) if callable(script) else script
         self.continued.append(len(reply))
         if grammar is not None and not matches(grammar, text):
             raise UsageError(f"scripted reply {text!r} violates the grammar it was given")
@@ -100,8 +110,11 @@ class ScriptedBackend:
             if grammar is not None and self.fast_forward else None
         steps = _Script(text, self.seconds_per_token, ahead, self.batches)
         try:
-            return decode(steps, prompt_tokens=len(prompt.text), max_tokens=max_tokens, stop=stop, cancel=cancel,
-                          on_text=on_text, reply=reply)
+            gen = decode(steps, prompt_tokens=len(prompt.text), max_tokens=max_tokens, stop=stop, cancel=cancel,
+                         on_text=on_text, reply=reply, parting=parting)
+            if gen.parted:
+                self._parted = (list(gen.tokens), text)
+            return gen
         except GenerationCancelled:
             self.cancelled_at.append(steps.written)
             raise
@@ -109,7 +122,8 @@ class ScriptedBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time; ``n_ctx`` as given."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=self.choices is not None, continues=True)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=self.choices is not None, continues=True,
+                            parts=self.parts)
 
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply``: one character a token, or a piece ``next_tokens`` handed out."""

@@ -26,7 +26,7 @@ from ..grammar import Grammar, GrammarNotRegular
 from ..host._catalog import cache_dir
 from ..host._gguf import read_metadata
 from ..host._machine import cpu_flags
-from ._base import Bias, Capabilities, Generation, TokenChoice
+from ._base import Bias, Capabilities, Generation, Parting, TokenChoice
 from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices
 from ._masks import Matcher, compile_grammar, new_matcher
 
@@ -359,7 +359,7 @@ class TransformersBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True, biases=True)
+        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True, biases=True, parts=True)
 
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``), from
@@ -449,9 +449,11 @@ class TransformersBackend:
         on_text: Callable[[str], None] | None = None,
         reply: Sequence[int] = (),
         bias: Bias | None = None,
+        parting: Parting | None = None,
     ) -> Generation:
         """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
-        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``)."""
+        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``);
+        stopped where it parts (``Capabilities.parts``)."""
         torch, _ = _import()
         prompt_ids = self.tokenize(prompt)
         limit = getattr(self.model.config, "max_position_embeddings", None)
@@ -472,7 +474,7 @@ class TransformersBackend:
         with torch.inference_mode():
             try:
                 generation = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop,
-                                    cancel=cancel, on_text=on_text, reply=reply)
+                                    cancel=cancel, on_text=on_text, reply=reply, parting=parting)
             finally:
                 self.mask_stats = (steps.full_masks, steps.picks)
         if steps.heard is not None:

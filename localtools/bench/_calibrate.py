@@ -5,12 +5,14 @@ Each calibration case is asked once with every decision probing: the call branch
 the reply it would have ended with recorded), repeats left out. Any pair of thresholds then
 replays offline: below the call threshold the answer is text; below the "more" threshold the
 reply ends where that decision stood; under the guess threshold a reply whose calls are a guess
-(``guessed``) is text. The set kept is the one with the best mean accuracy over
+(``guessed``) is text, and under the fit threshold one that calls a tool the conversation never
+speaks of (``unfit``). The set kept is the one with the best mean accuracy over
 the categories (each category weighs the same); its curve is printed and written.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,13 +21,13 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import LocalToolsError
-from ..model._decide import DecisionPoint, Decisions, conversation_text, guessed
+from ..model._decide import DecisionPoint, Decisions, conversation_text, guessed, unfit
 from ..model._model import Model
 from ._bfcl import Case, sample
 from ._checker import check_calls
 
-__all__ = ["CALL_GRID", "FORM_GRID", "GUESS_GRID", "MORE_GRID", "Probe", "ProbeLog", "calibration_cases", "call_curve", "choose", "probe",
-           "replay", "saved_probes", "write_calibration"]
+__all__ = ["CALL_GRID", "FIT_GRID", "FORM_GRID", "GUESS_GRID", "MORE_GRID", "Probe", "ProbeLog", "calibration_cases",
+           "call_curve", "choose", "probe", "replay", "saved_probes", "write_calibration"]
 
 #: The thresholds tried (shares of the model's probability).
 CALL_GRID = (0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
@@ -35,6 +37,8 @@ MORE_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3, 0.4, 0.
 FORM_GRID = (0.0, 0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.05, 0.3, 1.01)
 #: 0: no call is refused as a guess.
 GUESS_GRID = (0.0, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 1.01)
+#: 0: no call is refused for its tool.
+FIT_GRID = (0.0, 0.5, 0.7, 0.8, 0.9, 0.95, 0.98, 0.99, 0.995, 0.999, 1.01)
 #: Most tokens of a probed reply, unless told.
 MAX_TOKENS = 256
 #: Below this share no further call is probed (every higher threshold would stop there too).
@@ -127,20 +131,36 @@ def probe(model: Model, case: Case, *, max_tokens: int = MAX_TOKENS) -> Probe:
     except LocalToolsError as exc:
         return Probe(case.id, case.category, None, error=f"{type(exc).__name__}: {str(exc)[:160]}")
     call = next((d for d in result.decisions if d.point is DecisionPoint.CALL), None)
-    form = next(((d.share, [(c.name, c.arguments) for c in fmt.parse(d.reply).tool_calls])
-                 for d in result.decisions if d.point is DecisionPoint.FORM), None)
+    form = next(((d.share, _calls(fmt, d.reply)) for d in result.decisions if d.point is DecisionPoint.FORM), None)
+    if form is not None and not form[1]:
+        # The reply stopped where it began a single call: those calls are the greedy reply's (none,
+        # as a failed probe's, where it fails).
+        with contextlib.suppress(LocalToolsError):
+            form = form[0], [(c.name, c.arguments) for c in model.chat(
+                case.messages, case.tools, decisions=Decisions(call=0.0), max_tokens=max_tokens).tool_calls]
     more = [(d.share, [(c.name, c.arguments) for c in fmt.parse(d.reply).tool_calls])
             for d in result.decisions if d.point is DecisionPoint.MORE]
     return Probe(case.id, case.category, call.share if call else None, form, more,
                  [(c.name, c.arguments) for c in result.tool_calls])
 
 
+def _calls(fmt: Any, text: str) -> Calls:
+    try:
+        return [(c.name, c.arguments) for c in fmt.parse(text).tool_calls]
+    except LocalToolsError:
+        return []
+
+
 def replay(p: Probe, call: float, more: float, form: float = 1.01, guess: float = 0.0,
-           is_guess: Callable[[Calls], bool] | None = None) -> Calls:
+           is_guess: Callable[[Calls], bool] | None = None, fit: float = 0.0,
+           is_unfit: Callable[[Calls], bool] | None = None) -> Calls:
     """The calls the reply would hold under these thresholds (``is_guess``: whether calls are a
-    guess in the probe's case; none is without it)."""
+    guess in the probe's case, ``is_unfit``: whether they call a tool it never speaks of; none is
+    without them)."""
     calls = _replay(p, call, more, form)
-    if calls and is_guess is not None and p.call_share is not None and p.call_share < guess and is_guess(calls):
+    if calls and p.call_share is not None and (
+            (is_guess is not None and p.call_share < guess and is_guess(calls))
+            or (is_unfit is not None and p.call_share < fit and is_unfit(calls))):
         return []
     return calls
 
@@ -165,12 +185,21 @@ def _is_guess(case: Case) -> Callable[[Calls], bool]:
     return partial(guessed, schemas=_schemas(case), conversation=conversation_text(case.messages))
 
 
+def _is_unfit(case: Case) -> Callable[[Calls], bool]:
+    """Whether calls name a tool ``case``'s conversation never speaks of (``unfit``)."""
+    described = {t["function"]["name"]: str(t["function"].get("description") or "") for t in case.tools}
+    conversation = conversation_text(case.messages)
+    return lambda calls: bool(unfit(calls, described, conversation))
+
+
 def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float, form: float,
-              guess: float = 0.0, guesses: dict[str, Callable[[Calls], bool]] | None = None) -> dict[str, float]:
+              guess: float = 0.0, guesses: dict[str, Callable[[Calls], bool]] | None = None, fit: float = 0.0,
+              unfits: dict[str, Callable[[Calls], bool]] | None = None) -> dict[str, float]:
     by: dict[str, list[bool]] = {}
     for p in probes:
         case = cases[p.case_id]
-        calls = replay(p, call, more, form, guess, guesses[p.case_id] if guesses is not None else None)
+        calls = replay(p, call, more, form, guess, guesses[p.case_id] if guesses is not None else None, fit,
+                       unfits[p.case_id] if unfits is not None else None)
         by.setdefault(p.category, []).append(check_calls(calls, case.expected, _schemas(case)).ok)
     return {category: sum(flags) / len(flags) for category, flags in by.items()}
 
@@ -179,30 +208,37 @@ def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, l
     """The thresholds with the best mean per-category accuracy on ``probes`` (ties: no guess
     threshold or the lower one, the lower call threshold, then the higher "more" threshold: the fewer changes
     from greedy), and the whole grid as rows. The guess threshold is swept with the call
-    threshold, "more" and the form held where the rest of the grid put them."""
+    threshold, "more" and the form held where the rest of the grid put them; then the fit
+    threshold with the call threshold, the rest held where they stand."""
     known = {c.id: c for c in cases}
     rows = []
     forms = FORM_GRID if any(p.form is not None for p in probes) else (1.01,)
 
     # Each case's conversation is read once, not once a row.
     guesses = {p.case_id: _is_guess(known[p.case_id]) for p in probes}
+    unfits = {p.case_id: _is_unfit(known[p.case_id]) for p in probes}
 
-    def row(call: float, more: float, form: float, guess: float) -> dict[str, Any]:
-        accuracy = _accuracy(probes, known, call, more, form, guess, guesses if guess > 0 else None)
-        return {"call": call, "more": more, "form": form, "guess": guess,
+    def row(call: float, more: float, form: float, guess: float, fit: float = 0.0) -> dict[str, Any]:
+        accuracy = _accuracy(probes, known, call, more, form, guess, guesses if guess > 0 else None, fit,
+                             unfits if fit > 0 else None)
+        return {"call": call, "more": more, "form": form, "guess": guess, "fit": fit,
                 "mean": sum(accuracy.values()) / len(accuracy), **accuracy}
 
     rows = [row(call, more, form, 0.0) for call in CALL_GRID for more in MORE_GRID for form in forms]
 
     def rank(r: dict[str, Any]) -> tuple[float, ...]:
-        return round(r["mean"], 9), -r["guess"], -r["call"], r["form"], r["more"]
+        return round(r["mean"], 9), -r["fit"], -r["guess"], -r["call"], r["form"], r["more"]
 
     held = max(rows, key=rank)
     rows += [row(call, held["more"], held["form"], guess) for call in CALL_GRID for guess in GUESS_GRID if guess > 0]
+    held = max(rows, key=rank)
+    rows += [row(call, held["more"], held["form"], held["guess"], fit) for call in CALL_GRID for fit in FIT_GRID
+             if fit > 0]
     best = max(rows, key=rank)
     return Decisions(call=best["call"], more=best["more"] if best["more"] <= 1 else None,
                      form=best["form"] if best["form"] <= 1 else None,
-                     guess=best["guess"] if 0 < best["guess"] <= 1 else None, distinct=True), rows
+                     guess=best["guess"] if 0 < best["guess"] <= 1 else None,
+                     fit=best["fit"] if 0 < best["fit"] <= 1 else None, distinct=True), rows
 
 
 def call_curve(probes: Sequence[Probe], cases: Iterable[Case],
@@ -222,6 +258,6 @@ def call_curve(probes: Sequence[Probe], cases: Iterable[Case],
 def write_calibration(path: Path, decisions: Decisions, meta: dict[str, Any], rows: list[dict[str, Any]],
                       probes: Sequence[Probe], curve: Sequence[dict[str, Any]] = ()) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "form", "guess", "distinct")},
+    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "form", "guess", "fit", "distinct")},
             "meta": meta, "grid": rows, "curve": list(curve), "probes": [asdict(p) for p in probes]}
     path.write_text(json.dumps(body, indent=1), encoding="utf-8")

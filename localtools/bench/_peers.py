@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -45,6 +45,8 @@ class PeerReply:
     refused: bool = False
     #: Times the turn was decoded again because its text read as a call (our constrained modes).
     disguises_caught: int = 0
+    #: The decisions made on the model's probabilities (our modes that decide): point, share, taken, argument.
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 class Peer(Protocol):
@@ -166,7 +168,9 @@ class ModelPeer:
                              disguises_caught=exc.retries if isinstance(exc, DisguisedCall) else 0)
         return PeerReply(reply.message(), reply.latency, reply.prompt_tokens, reply.completion_tokens,
                          reply.prompt_seconds, reply.decode_seconds, raw=reply.raw, repairs=reply.schema_repairs,
-                         disguises_caught=reply.disguise_retries)
+                         disguises_caught=reply.disguise_retries,
+                         decisions=[{"point": str(d.point), "share": d.share, "taken": d.taken, "argument": d.argument}
+                                    for d in reply.decisions])
 
 
 class NativePeer(ModelPeer):

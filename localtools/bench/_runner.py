@@ -75,6 +75,8 @@ class CaseResult:
     refused: bool = False
     #: Times the turn was decoded again because its text read as a call.
     disguises_caught: int = 0
+    #: The decisions made on the model's probabilities (``Decision``: point, share, taken, argument).
+    decisions: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _validate(calls: list[tuple[str, dict[str, Any]]], schemas: dict[str, Any]) -> str:
@@ -109,7 +111,7 @@ def run_one(model: Model | Peer, mode: Mode, case: Case, max_tokens: int) -> Cas
     result.prompt_seconds, result.decode_seconds = reply.prompt_seconds, reply.decode_seconds
     result.raw = reply.raw or (json.dumps(reply.message, ensure_ascii=False) if reply.message else "")
     result.repairs, result.refused = reply.repairs, reply.refused
-    result.disguises_caught = reply.disguises_caught
+    result.disguises_caught, result.decisions = reply.disguises_caught, reply.decisions
     if reply.error:
         result.reason = reply.error
         return result

@@ -69,14 +69,15 @@ def add_parser(sub: Any) -> None:
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), guess (calls whose required values the conversation lacks, on a share under the "
                        "threshold, answered in text; with form and more), copy (a string goes on with the span of the "
-                       "conversation it matches, --copy-bonus; with form and more), distinct (a reply's repeated call "
-                       "left out), "
+                       "conversation it matches, --copy-bonus; with form and more), fit (calls to a tool nothing in the "
+                       "conversation speaks of, on a share under --fit-threshold, answered in text; with form, more "
+                       "and guess), distinct (a reply's repeated call left out), "
                        "ground (optional arguments the "
                        "conversation never mentions left out), samples=N (N replies vote; --samples) and all of them but samples; "
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, guess, copy, distinct, ground, samples, all")
+                       "greedy, call, more, form, guess, copy, fit, distinct, ground, samples, all")
     bench.add_argument("--samples", type=int, action="append", metavar="N",
                        help="with --levers: the samples lever once per N (repeatable; default 3)")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
@@ -87,6 +88,9 @@ def add_parser(sub: Any) -> None:
                        "a guessed call is answered in text (with form and more)")
     bench.add_argument("--copy-bonus", type=float, metavar="B", help="with --levers: the logit bonus of a token that "
                        "goes on with the span of the conversation a string matches (with form and more)")
+    bench.add_argument("--fit-threshold", type=float, metavar="P", help="with --levers: the call share under which "
+                       "a call to a tool nothing in the conversation speaks of is answered in text (with form, more "
+                       "and guess)")
     bench.add_argument("--json", metavar="FILE", help="write the summary and every case's result as JSON")
     bench.add_argument("--plot", metavar="FILE.png", help="chart accuracy and latency per mode, grouped by category "
                        "(needs matplotlib)")
@@ -212,7 +216,7 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 
 #: The levers --lever names.
-_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "distinct", "ground", "samples", "all")
+_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "fit", "distinct", "ground", "samples", "all")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -235,6 +239,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         form = args.form_threshold if args.form_threshold is not None else own.form
         guess = args.guess_threshold if args.guess_threshold is not None else own.guess
         copy = args.copy_bonus if args.copy_bonus is not None else own.copy
+        fit = args.fit_threshold if args.fit_threshold is not None else own.fit
         if call is None and more is None and form is None and guess is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
@@ -248,9 +253,11 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                      if guess is not None else {}),
                   **({"copy": [(f"copy+{copy:g}", Decisions(form=form, more=more, copy=copy))]}
                      if copy is not None else {}),
+                  **({"fit": [(f"fit<{fit:g}", Decisions(form=form, more=more, guess=guess, fit=fit))]}
+                     if fit is not None else {}),
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
-                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, copy=copy, distinct=True,
+                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, distinct=True,
                                             ground=True))]}
         wanted = set(args.lever or ())
         if unknown := wanted - set(_LEVERS):
@@ -268,7 +275,7 @@ def _decides(decisions: Any) -> str:
     """How a model's constrained mode decides, in a line."""
     if decisions is None or not decisions.active:
         return "greedy"
-    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy")
+    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy", "fit")
             if getattr(decisions, k) is not None]
     return "on " + ", ".join(set_ + [k for k in ("distinct", "ground") if getattr(decisions, k)])
 
@@ -308,9 +315,10 @@ def main(args: argparse.Namespace) -> int:
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
     if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None
-            or args.guess_threshold is not None or args.copy_bonus is not None or args.samples) and not args.levers:
-        raise UsageError("--call-threshold, --more-threshold, --form-threshold, --guess-threshold, --copy-bonus and "
-                         "--samples apply to --levers")
+            or args.guess_threshold is not None or args.copy_bonus is not None or args.fit_threshold is not None
+            or args.samples) and not args.levers:
+        raise UsageError("--call-threshold, --more-threshold, --form-threshold, --guess-threshold, --copy-bonus, "
+                         "--fit-threshold and --samples apply to --levers")
     if any(n < 2 for n in args.samples or ()):
         raise UsageError(f"--samples takes 2 or more replies to vote, got {min(args.samples)}")
     if args.plot:

@@ -16,8 +16,9 @@ def add_parser(sub: Any) -> None:
         description="Ask BFCL cases (a calibration split: never the cases `localtools bench --sample 40` reports) "
         "with every decision probing, then pick the thresholds with the best mean accuracy over the categories: "
         "call vs text under tool_choice auto, another call vs the end of the turn, the family's parallel form (one list) "
-        "vs single calls, and the share under which a call that is a guess (its required values not in the "
-        "conversation) is answered in text. They are written where `load(MODEL, decisions='calibrated')` and `run`/`serve --calibrated` "
+        "vs single calls, and the shares under which a call that is a guess (its required values not in the "
+        "conversation) or calls a tool the conversation never speaks of is answered in text. They are written "
+        "where `load(MODEL, decisions='calibrated')` and `run`/`serve --calibrated` "
         "find them (see `--print-path`); `localtools bench --levers` reports them on the other split.")
     p.add_argument("model", nargs="?", help="catalog name or .gguf path (default: the default model)")
     p.add_argument("--backend", default="llama-cpp", choices=list(BACKENDS), help="in-process backend (default llama-cpp)")
@@ -93,10 +94,11 @@ def main(args: argparse.Namespace) -> int:
             step(case.id)
     decisions, rows = choose(probes, cases)
     table = Table(title=f"{name}: mean accuracy by threshold on {len(cases)} calibration cases (best first)")
-    for column in ("call", "more", "form", "guess", "mean", *categories):
+    for column in ("call", "more", "form", "guess", "fit", "mean", *categories):
         table.add_column(column, justify="right")
     for row in sorted(rows, key=lambda r: -r["mean"])[:12]:
-        table.add_row(f"{row['call']:g}", f"{row['more']:g}", f"{row['form']:g}", f"{row['guess']:g}", f"{row['mean']:.1%}",
+        table.add_row(f"{row['call']:g}", f"{row['more']:g}", f"{row['form']:g}", f"{row['guess']:g}", f"{row.get('fit', 0):g}",
+                      f"{row['mean']:.1%}",
                       *(f"{row[c]:.1%}" if c in row else "-" for c in categories))
     _common.print_table(table)
     curve = call_curve(probes, cases)
@@ -111,7 +113,7 @@ def main(args: argparse.Namespace) -> int:
     if failed:
         print(f"note: {failed} cases ended in an error while probing (scored as no call)", file=sys.stderr)
     print(f"chosen: call {decisions.call}, more {decisions.more}, form {decisions.form}, guess {decisions.guess}, "
-          f"distinct {decisions.distinct}")
+          f"fit {decisions.fit}, distinct {decisions.distinct}")
     if args.replay and not args.dry_run:
         write_calibration(path, decisions, meta, rows, probes, curve)
         print(f"wrote {path}")

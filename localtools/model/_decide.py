@@ -25,7 +25,8 @@ from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
 __all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "asking", "branch_shares", "conversation_text", "fork",
-           "grammar_branch", "grounded", "guessed", "open_string", "said", "telling", "ungrounded", "ungrounded_items", "unheld"]
+           "grammar_branch", "grounded", "guessed", "open_string", "refusing", "said", "telling", "unfit", "ungrounded",
+           "ungrounded_items", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -47,8 +48,12 @@ class DecisionPoint(StrEnum):
     #: made on a share under the ``guess`` threshold, answered in text instead.
     GUESS = "guess"
     #: After a refused guess, the text the model wrote was a call again: the answer asks for the
-    #: values it would have guessed instead (``asking``).
+    #: values it would have guessed instead (``asking``), or says its tools do not do what was asked
+    #: (``refusing``, after a refused ``FIT``).
     ASK = "ask"
+    #: Under tool_choice "auto": calls to a tool nothing in the conversation speaks of (``unfit``),
+    #: made on a share under the ``fit`` threshold, answered in text instead.
+    FIT = "fit"
 
 
 @dataclass(frozen=True)
@@ -70,7 +75,9 @@ class Decisions:
     this threshold is answered in text instead; a call the model is surer of stands. ``copy``: inside
     a string the reply is writing, the tokens that go on with a span of the conversation the string
     so far matches (the user's words, a tool's result) get this bonus on their logits, greedy picks
-    only (``CopyBias``; backends with ``Capabilities.biases``).
+    only (``CopyBias``; backends with ``Capabilities.biases``). ``fit``: under tool_choice "auto", a
+    reply calling a tool that nothing in the conversation speaks of (``unfit``: no word of its name or
+    description) and whose call share is under this threshold is answered in text, as a refused guess is.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -83,6 +90,7 @@ class Decisions:
     form: float | None = None
     guess: float | None = None
     copy: float | None = None
+    fit: float | None = None
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -93,7 +101,7 @@ class Decisions:
     depth: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("call", "more", "form", "guess"):
+        for name in ("call", "more", "form", "guess", "fit"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
@@ -109,7 +117,7 @@ class Decisions:
     @property
     def active(self) -> bool:
         return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
-            self.copy is not None or self.distinct or self.ground or self.samples > 1
+            self.copy is not None or self.fit is not None or self.distinct or self.ground or self.samples > 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
@@ -142,7 +150,8 @@ class Decision:
     taken: bool
     #: Calls in the reply when it was made (``MORE``), or the repeated call's position (``DISTINCT``).
     calls: int = 0
-    #: The reply's text when it was made (``MORE``, ``FORM``): the reply the turn ends with if it is not taken.
+    #: The reply's text when it was made (``MORE``, ``FORM``): the reply the turn ends with if it is not
+    #: taken; for ``FORM``, only its opening where the reply stopped as it began a single call.
     reply: str = ""
     #: The argument left out (``GROUND``): ``tool.argument``.
     argument: str = ""
@@ -391,6 +400,51 @@ def _required_values(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Ma
                 continue
             out.append((name, key, _mentioned(value, conversation, stems, prop if isinstance(prop, Mapping) else {})))
     return out
+
+
+#: Words that say nothing of what a tool is for: function words, and the verbs and nouns any
+#: tool's name or description and any request may use ("get", "calculate", "details").
+_GENERIC = frozenset({
+    "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "based", "be", "been", "being",
+    "by", "calculate", "calculates", "calculation", "can", "check", "compute", "computes", "could", "current",
+    "data", "day", "detail", "details", "determine", "do", "does", "done", "each", "etc", "every", "fetch",
+    "find", "finds", "for", "from", "function", "get", "gets", "give", "given", "how", "i", "if", "in", "info",
+    "information", "into", "is", "it", "its", "just", "let", "list", "me", "my", "no", "not", "of", "on", "or",
+    "our", "out", "over", "please", "provide", "retrieve", "return", "returns", "search", "show", "some",
+    "specific", "such", "tell", "than", "that", "the", "their", "them", "then", "there", "these", "this",
+    "those", "to", "tool", "up", "us", "use", "used", "using", "value", "values", "want", "was", "way", "we",
+    "what", "when", "where", "which", "who", "whom", "whose", "why", "will", "with", "would", "you", "your"
+})
+
+
+def _content(text: str) -> frozenset[str]:
+    """The stems (``_stem``) of ``text``'s words that say what it is about (``_GENERIC`` and
+    numbers aside); a name's parts count as words ("calculate_ROI", "getWeather")."""
+    words = _words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text))
+    return frozenset(_stem(w) for w in words if len(w) > 2 and w not in _GENERIC and not w.isdigit())
+
+
+def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str
+          ) -> list[str]:
+    """The tools ``calls`` name (in order, each once) that nothing in ``conversation`` speaks of:
+    no word of the tool's name or of its description (``described``) begins (``_stem``) as a
+    word the conversation uses, generic words aside ("sunset" is not "sunrise"; "perimeter of a
+    rectangle" is not ``solve_quadratic_equation``). A tool the conversation names fits."""
+    stems = _content(conversation)
+    out: list[str] = []
+    for name, _ in calls:
+        if name not in out and not _content(f"{name.replace('.', ' ').replace('_', ' ')} {described.get(name, '')}") \
+                & stems:
+            out.append(name)
+    return out
+
+
+def refusing(tools: Sequence[str]) -> str:
+    """A text answer for a turn whose only calls were to ``tools`` that do not do what was asked
+    (``unfit``)."""
+    names = _listed([f"`{name}`" for name in tools])
+    return (f"I can't do that with the tools I have: {names} {'does' if len(tools) == 1 else 'do'} something "
+            "else.")
 
 
 def asking(missing: Sequence[tuple[str, str]]) -> str:

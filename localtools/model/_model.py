@@ -22,7 +22,7 @@ from .._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ..backends._base import Backend, Generation, NextTokens, first_stop
+from ..backends._base import Backend, Generation, NextTokens, Parting, first_stop
 from ..families._choose import FamilyCheck, choose_family
 from ..families._families import Family
 from ..families._parse import ToolCall, call_key, first_disguise, not_json
@@ -42,8 +42,10 @@ from ._decide import (
     distinct,
     fork,
     guessed,
+    refusing,
     said,
     telling,
+    unfit,
     ungrounded,
     ungrounded_items,
     unheld,
@@ -156,10 +158,14 @@ class _Decoding:
 
     def generate(self, prompt: Prompt, *, grammar: Grammar | None, max_tokens: int, stop: list[str],
                  repeat_penalty: float, sampling: Mapping[str, Any] | None = None,
-                 reply: Sequence[int] = ()) -> Generation:
+                 reply: Sequence[int] = (), parting: Parting | None = None) -> Generation:
         """One generation; ``sampling`` (temperature, top_p, seed) replaces the request's; ``reply``:
-        tokens of an earlier reply to go on from, where the backend can (else it starts again)."""
-        extra: dict[str, Any] = {"reply": list(reply)} if reply and self.backend.capabilities.continues else {}
+        tokens of an earlier reply to go on from, where the backend can (else it starts again);
+        ``parting``: where the backend can, it stops there (``Generation.parted``)."""
+        can = self.backend.capabilities
+        extra: dict[str, Any] = {"reply": list(reply)} if reply and can.continues else {}
+        if parting is not None and can.parts and can.continues:
+            extra["parting"] = parting
         if self.bias is not None and grammar is not None and (sampling or self._sampling)["temperature"] <= 0:
             extra["bias"] = self.bias
         gen = self.backend.generate(prompt, grammar=grammar, max_tokens=max_tokens, stop=stop,
@@ -536,16 +542,26 @@ class Model:
             call, text = variant("required"), variant("none")
             made.append(decide(source, prompt, DecisionPoint.CALL, decisions.call, call.grammar, text.grammar, decisions))
             fmt = call if made[-1].taken else text
-        gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
-        if decisions.guess is not None:
-            gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, messages, specs,
-                              max_tokens=max_tokens, penalties=penalties)
-        if forms is not None and decisions.form is not None and whole.can_call:
-            gen, chosen = self._form(run, source, prompt, whole, gen, thought, made, variant, decisions,
+        forming = forms is not None and decisions.form is not None and whole.can_call
+        parting = None
+        if forming and run.live is None:
+            # A reply that begins a single call stops there: the form is decided before the call is
+            # written, not after it is written whole and then again as a list.
+            lists, single = variant("required", only=self.family.parallel_forms), \
+                variant("required", only=self.family.call_forms)
+            if lists.grammar is not None and single.grammar is not None:
+                parting = Parting(into=single.grammar, away=lists.grammar)
+        gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties, parting=parting)
+        later = variant
+        if forming:
+            gen, chosen = self._form(run, source, prompt, whole, fmt, gen, thought, made, variant, decisions,
                                      max_tokens=max_tokens, penalties=penalties)
             if chosen is not None:
-                variant = partial(variant, only=chosen)
-        gen = self._more_calls(run, source, prompt, whole, gen, thought, made, variant, decisions,
+                later = partial(variant, only=chosen)
+        if decisions.guess is not None or decisions.fit is not None:
+            gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, messages, specs,
+                              max_tokens=max_tokens, penalties=penalties)
+        gen = self._more_calls(run, source, prompt, whole, gen, thought, made, later, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls)
         gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
@@ -580,22 +596,39 @@ class Model:
                messages: list[dict[str, Any]], specs: list[dict[str, Any]], *, max_tokens: int,
                penalties: Sequence[float]) -> Generation:
         """Under tool_choice "auto", calls that are a guess (``guessed``: the conversation holds at
-        most half of their required values) made on a call share under ``decisions.guess``: the
-        turn is answered in text instead. The share is the call decision's when one was made."""
-        assert decisions.guess is not None
+        most half of their required values) made on a call share under ``decisions.guess``, or
+        calls to a tool the conversation never speaks of (``unfit``) made on a share under
+        ``decisions.fit``: the turn is answered in text instead. The share is the call decision's
+        when one was made."""
         # Not on a streamed turn: the text decoded after a refusal would stream before it is read.
         if run.live is not None or whole.tool_choice != "auto" or not whole.can_call:
             return gen
-        calls = whole.parse(gen.text).tool_calls
+        calls = [(c.name, c.arguments) for c in whole.parse(gen.text).tool_calls]
+        if not calls:
+            return gen
         schemas = {spec["function"]["name"]: spec["function"].get("parameters") or {} for spec in specs}
-        if not calls or not guessed([(c.name, c.arguments) for c in calls], schemas, conversation_text(messages)):
+        conversation = conversation_text(messages)
+        guess = decisions.guess is not None and guessed(calls, schemas, conversation)
+        strangers = unfit(calls, {spec["function"]["name"]: str(spec["function"].get("description") or "")
+                                  for spec in specs}, conversation) if decisions.fit is not None else []
+        if not guess and not strangers:
             return gen
         share = next((d.share for d in made if d.point is DecisionPoint.CALL), None)
         if share is None:
-            share = decide(source, prompt, DecisionPoint.CALL, decisions.guess, variant("required").grammar,
+            share = decide(source, prompt, DecisionPoint.CALL, 0.0, variant("required").grammar,
                            variant("none").grammar, decisions).share
-        refused = share is not None and share < decisions.guess
-        made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, refused, len(calls), gen.text))
+        refused = False
+        if guess:
+            assert decisions.guess is not None
+            refused = share is not None and share < decisions.guess
+            made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, refused, len(calls), gen.text))
+        if strangers:
+            assert decisions.fit is not None
+            # A tool the user never spoke of, called on too little of the model's belief: no call at all.
+            unfitting = share is not None and share < decisions.fit
+            made.append(Decision(DecisionPoint.FIT, share, decisions.fit, unfitting, len(calls), gen.text,
+                                 ", ".join(strangers)))
+            refused = refused or unfitting
         if not refused:
             return gen
         # Text that opens as JSON here is the call again, whatever its spelling; one that
@@ -607,40 +640,49 @@ class Model:
             return gen
         if answer.stop not in _CALL_TELLS and first_disguise(answer.text, whole.tool_names) is None:
             return answer
-        # A model that has settled on a call has no other answer: it is asked for the values it lacks.
-        missing = unheld([(c.name, c.arguments) for c in calls], schemas, conversation_text(messages))
-        made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing), answer.text,
-                             ", ".join(f"{name}.{key}" for name, key in missing)))
-        return replace(answer, text=asking(missing), stop=None)
+        # A model that has settled on a call has no other answer: it is asked for the values it
+        # lacks, or told the tools it would call do not do what was asked.
+        missing = unheld(calls, schemas, conversation) if guess else []
+        made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text,
+                             ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)))
+        return replace(answer, text=asking(missing) if missing else refusing(strangers), stop=None)
 
-    def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
-              thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
-              max_tokens: int, penalties: Sequence[float]) -> tuple[Generation, tuple[str, ...] | None]:
+    def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, fmt: ReplyFormat,
+              gen: Generation, thought: str, made: list[Decision], variant: Callable[..., ReplyFormat],
+              decisions: Decisions, *, max_tokens: int, penalties: Sequence[float]
+              ) -> tuple[Generation, tuple[str, ...] | None]:
         """Calls as the family's parallel form (one list) or as single calls: decided where the
-        reply's calls open, on the list's share against ``decisions.form``, and decoded again in
-        the form chosen when it is not the one written. Returns the reply and the forms it is in
-        (``None``: no calls, or undecided)."""
+        reply's calls open, on the list's share against ``decisions.form``, and decoded (again) in
+        the form chosen when it is not the one written. ``gen`` may have stopped where it parted
+        into a single call (``Generation.parted``): it is then gone on from under ``fmt`` when the
+        single form stands. Returns the whole reply and the forms it is in (``None``: no calls, or
+        undecided)."""
         fam = self.family
         singles = fam.call_forms
         lists, single = variant("required", only=fam.parallel_forms), variant("required", only=singles)
-        if run.streamed or not whole.parse(gen.text).tool_calls or lists.grammar is None or single.grammar is None \
-                or decisions.form is None:
-            return gen, None
-        written = fam.parallel_forms if matches(lists.grammar, gen.text) else singles
+
+        def whole_(reply: Generation) -> Generation:
+            return self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties,
+                                reply=reply.tokens) if reply.parted else reply
+
+        if run.streamed or lists.grammar is None or single.grammar is None or decisions.form is None or \
+                (not gen.parted and not whole.parse(gen.text).tool_calls):
+            return whole_(gen), None
+        written = fam.parallel_forms if not gen.parted and matches(lists.grammar, gen.text) else singles
         at = fork(source, gen.tokens, gen.text, single.grammar if written is fam.parallel_forms else lists.grammar)
         if at is None:
-            return gen, written
+            return whole_(gen), written
         made.append(decide(source, prompt, DecisionPoint.FORM, decisions.form, lists.grammar, single.grammar,
                            decisions, reply=at[0], text=at[1], whole=gen.text))
         chosen = fam.parallel_forms if made[-1].taken else singles
         if chosen == written:
-            return gen, written
+            return whole_(gen), written
         try:
             again = self._answer(run, prompt, lists if made[-1].taken else single, thought, max_tokens=max_tokens,
                                  penalties=penalties[:1], reply=at[0])
         except GenerationTruncated:
-            return gen, written
-        return (again, chosen) if whole.parse(again.text).tool_calls else (gen, written)
+            return whole_(gen), written
+        return (again, chosen) if whole.parse(again.text).tool_calls else (whole_(gen), written)
 
     def _more_calls(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                     thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
@@ -686,16 +728,18 @@ class Model:
         return gen
 
     def _answer(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, thought: str, *, max_tokens: int,
-                penalties: Sequence[float], reply: Sequence[int] = (), tells: Sequence[str] = ()) -> Generation:
+                penalties: Sequence[float], reply: Sequence[int] = (), tells: Sequence[str] = (),
+                parting: Parting | None = None) -> Generation:
         """The answer under the grammar (going on from ``reply``, an earlier reply's tokens up to a
         decision, where the backend can); when ``max_tokens`` cuts a call, again with each repeat
         penalty in turn (a cut call is almost always a loop), unless a client was sent part of it.
-        ``tells``: more stop strings, which the caller reads in ``Generation.stop``."""
+        ``tells``: more stop strings, which the caller reads in ``Generation.stop``. ``parting``: the
+        answer may stop where it parts (``Generation.parted``), to be gone on from."""
         for penalty in penalties:
             if run.live is not None:
                 run.live.restart(thought)
             gen = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=[*fmt.stop, *tells],
-                               repeat_penalty=penalty, reply=reply)
+                               repeat_penalty=penalty, reply=reply, parting=parting)
             cut = gen.finish_reason == "length" and fmt.cut_inside_call(gen.text)
             if not cut or run.streamed:
                 break
