@@ -1175,16 +1175,18 @@ def test_a_tool_is_unfit_when_no_word_of_its_name_or_description_is_said() -> No
         [{"role": "user", "content": "When is the sunrise in Beijing?"}])) == []
 
 
+@pytest.mark.parametrize("city", ["Paris", "Atlantis"])
 @pytest.mark.parametrize("share", [0.5, 0.97])
-def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_text(share: float) -> None:
+def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_text(share: float, city: str) -> None:
     ask = [{"role": "user", "content": "Who wrote Hamlet? Paris"}]
     choices = {"": {"<tool_call>": share, "The": 1 - share}}
-    # The city is said (no guess), the weather never is: the call fits nothing asked.
-    call = tc("get_weather", city="Paris")
+    # The city is said (no guess), the weather never is: the call fits nothing asked. A made-up
+    # city (a guess too, on a share over its threshold) is refused for its tool all the same.
+    call = tc("get_weather", city=city)
     for text, answer in (("Shakespeare wrote it.", "Shakespeare wrote it."),
-                         ('Sure! {"name": "get_weather", "arguments": {"city": "Paris"}}', None)):
+                         ('Sure! {"name": "get_weather", "arguments": {"city": "' + city + '"}}', None)):
         backend = ScriptedBackend([call, text], choices=choices)
-        result = Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(fit=0.9))
+        result = Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(guess=0.2, fit=0.9))
         refused = share < 0.9
         (decision,) = [d for d in result.decisions if d.point is DecisionPoint.FIT]
         assert decision.share == pytest.approx(share) and decision.taken is refused
@@ -1196,8 +1198,10 @@ def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_t
             assert result.content == answer
         else:  # the text held the call again: the answer says the tool does something else
             assert "`get_weather`" in result.content and "{" not in result.content
+            assert "something else" in result.content and "`city`" not in result.content
             (ask_decision,) = [d for d in result.decisions if d.point is DecisionPoint.ASK]
             assert ask_decision.argument == "get_weather"
+        assert [d.point for d in result.decisions].count(DecisionPoint.GUESS) == (city == "Atlantis")
     # A tool the conversation speaks of is never in doubt, nor is a call the request demands.
     backend = ScriptedBackend([call], choices=choices)
     result = Model(backend, family="qwen2.5").chat([{"role": "user", "content": "The weather in Paris?"}],

@@ -617,19 +617,18 @@ class Model:
         if share is None:
             share = decide(source, prompt, DecisionPoint.CALL, 0.0, variant("required").grammar,
                            variant("none").grammar, decisions).share
-        refused = False
+        guessing = unfitting = False
         if guess:
             assert decisions.guess is not None
-            refused = share is not None and share < decisions.guess
-            made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, refused, len(calls), gen.text))
+            guessing = share is not None and share < decisions.guess
+            made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, guessing, len(calls), gen.text))
         if strangers:
             assert decisions.fit is not None
             # A tool the user never spoke of, called on too little of the model's belief: no call at all.
             unfitting = share is not None and share < decisions.fit
             made.append(Decision(DecisionPoint.FIT, share, decisions.fit, unfitting, len(calls), gen.text,
                                  ", ".join(strangers)))
-            refused = refused or unfitting
-        if not refused:
+        if not guessing and not unfitting:
             return gen
         # Text that opens as JSON here is the call again, whatever its spelling; one that
         # goes on to a call object's keys is stopped there rather than decoded to its end.
@@ -640,9 +639,9 @@ class Model:
             return gen
         if answer.stop not in _CALL_TELLS and first_disguise(answer.text, whole.tool_names) is None:
             return answer
-        # A model that has settled on a call has no other answer: it is asked for the values it
-        # lacks, or told the tools it would call do not do what was asked.
-        missing = unheld(calls, schemas, conversation) if guess else []
+        # A model that has settled on a call has no other answer: it is told the tools it would call
+        # do not do what was asked, or asked for the values it lacks.
+        missing = [] if unfitting else unheld(calls, schemas, conversation)
         made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text,
                              ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)))
         return replace(answer, text=asking(missing) if missing else refusing(strangers), stop=None)
