@@ -1202,6 +1202,17 @@ def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_t
             (ask_decision,) = [d for d in result.decisions if d.point is DecisionPoint.ASK]
             assert ask_decision.argument == "get_weather"
         assert [d.point for d in result.decisions].count(DecisionPoint.GUESS) == (city == "Atlantis")
+    # A reply with a call to a tool the conversation speaks of stands whole.
+    @tool
+    def who_wrote(title: str) -> str:
+        """Who wrote a play or a book."""
+        return title
+
+    both = call + "\n" + tc("who_wrote", title="Hamlet")
+    result = Model(ScriptedBackend([both], choices=choices), family="qwen2.5").chat(
+        ask, [get_weather, who_wrote], decisions=Decisions(fit=0.9))
+    assert [c.name for c in result.tool_calls] == ["get_weather", "who_wrote"]
+    assert DecisionPoint.FIT not in [d.point for d in result.decisions]
     # A tool the conversation speaks of is never in doubt, nor is a call the request demands.
     backend = ScriptedBackend([call], choices=choices)
     result = Model(backend, family="qwen2.5").chat([{"role": "user", "content": "The weather in Paris?"}],

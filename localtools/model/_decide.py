@@ -51,7 +51,7 @@ class DecisionPoint(StrEnum):
     #: values it would have guessed instead (``asking``), or says its tools do not do what was asked
     #: (``refusing``, after a refused ``FIT``).
     ASK = "ask"
-    #: Under tool_choice "auto": calls to a tool nothing in the conversation speaks of (``unfit``),
+    #: Under tool_choice "auto": calls only to tools nothing in the conversation speaks of (``unfit``),
     #: made on a share under the ``fit`` threshold, answered in text instead.
     FIT = "fit"
 
@@ -76,8 +76,8 @@ class Decisions:
     a string the reply is writing, the tokens that go on with a span of the conversation the string
     so far matches (the user's words, a tool's result) get this bonus on their logits, greedy picks
     only (``CopyBias``; backends with ``Capabilities.biases``). ``fit``: under tool_choice "auto", a
-    reply calling a tool that nothing in the conversation speaks of (``unfit``: no word of its name or
-    description) and whose call share is under this threshold is answered in text, as a refused guess is.
+    reply calling only tools that nothing in the conversation speaks of (``unfit``: no word of their name
+    or description) and whose call share is under this threshold is answered in text, as a refused guess is.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the

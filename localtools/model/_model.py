@@ -597,7 +597,7 @@ class Model:
                penalties: Sequence[float]) -> Generation:
         """Under tool_choice "auto", calls that are a guess (``guessed``: the conversation holds at
         most half of their required values) made on a call share under ``decisions.guess``, or
-        calls to a tool the conversation never speaks of (``unfit``) made on a share under
+        calls only to tools the conversation never speaks of (``unfit``) made on a share under
         ``decisions.fit``: the turn is answered in text instead. The share is the call decision's
         when one was made."""
         # Not on a streamed turn: the text decoded after a refusal would stream before it is read.
@@ -611,6 +611,8 @@ class Model:
         guess = decisions.guess is not None and guessed(calls, schemas, conversation)
         strangers = unfit(calls, {spec["function"]["name"]: str(spec["function"].get("description") or "")
                                   for spec in specs}, conversation) if decisions.fit is not None else []
+        if len(strangers) < len({name for name, _ in calls}):
+            strangers = []  # a call to a tool the conversation speaks of answers it: the turn stands
         if not guess and not strangers:
             return gen
         share = next((d.share for d in made if d.point is DecisionPoint.CALL), None)
