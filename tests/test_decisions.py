@@ -443,7 +443,7 @@ def test_a_reply_stops_where_it_parts_and_goes_on_as_if_decoded_whole(backend_na
     assert backend.capabilities.parts
     lists = model.reply_format([get_weather], "required", forms=model.family.parallel_forms).grammar
     assert lists is not None
-    parting = Parting(into=grammar, away=lists)
+    parting = Parting(into=grammar, away=(lists,))
     whole = backend.generate(prompt, grammar=grammar, max_tokens=60)
     parted = backend.generate(prompt, grammar=grammar, max_tokens=60, parting=parting)
     assert parted.parted and not whole.parted and len(parted.tokens) < len(whole.tokens)
@@ -1252,3 +1252,75 @@ def test_calibration_finds_the_fit_threshold_that_keeps_calls_to_tools_the_user_
     decisions, rows = choose(probes, cases)
     assert decisions.fit is not None and 0.8 < decisions.fit <= 0.97 and max(r["mean"] for r in rows) == 1.0
     assert max(r["mean"] for r in rows if r["fit"] == 0) < 1.0
+
+
+@pytest.mark.parametrize("parts", [True, False])
+def test_the_form_decision_is_the_same_whether_the_reply_parts_or_is_decoded_whole(parts: bool) -> None:
+    """A backend without ``Capabilities.parts`` (an engine) writes the single call whole and the
+    form is decided after it, as before; one with it stops where the call began. Same calls."""
+    listed = "```json\n[" + ITEM.format("Paris")
+    both = listed + ", " + ITEM.format("London")
+    choices = {"```json\n": {'{"': 0.9, "[": 0.1}, listed: {"]": 0.4, ",": 0.6}, both: {"]": 1.0}}
+    backend = ScriptedBackend([FENCE_PARIS, listed + "]\n```", both + "]\n```"], choices=choices)
+    backend.parts = parts
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(form=0.05, more=0.5))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    first = len("```json\n{") if parts else len(FENCE_PARIS)
+    assert result.completion_tokens == first + len(listed + "]\n```") - len("```json\n") + \
+        len(both + "]\n```") - len(listed)
+
+
+def test_a_text_answer_never_parts_into_calls() -> None:
+    """Text that opens like a call's tag ("<b>") is watched until it is no call, and stays text;
+    a reply the call decision made text is not watched at all."""
+    from localtools.backends._base import Parting
+
+    text = "<b>Paris</b> is sunny."
+    # Were it read as parting at its start, the list (share 0.5 there) would replace it.
+    choices = {"": {"<": 0.5, "[": 0.5}}
+    backend = ScriptedBackend([text], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(form=0.0001))
+    assert result.content == text and not result.tool_calls and backend.continued == [0]
+    model = Model(ScriptedBackend([]), family="qwen2.5")
+    forms = (*model.family.call_forms, *model.family.parallel_forms)
+    single = model.reply_format([get_weather], "required", forms=model.family.call_forms).grammar
+    lists = model.reply_format([get_weather], "required", forms=model.family.parallel_forms).grammar
+    words = model.reply_format([get_weather], "none", forms=forms).grammar
+    assert single is not None and lists is not None and words is not None
+    parting = Parting(into=single, away=(lists, words))
+    assert [parting.parted(t) for t in ("", "<", "<tool_call>", "```json\n", "```json\n{", "```json\n[", "<b")] == [
+        False, False, True, False, True, None, None]
+
+
+def test_the_turns_prompt_time_is_its_first_generations() -> None:
+    """A turn decoded in several generations (a form decision, another call) read its prompt in
+    the first: the later ones went on from a cached prompt."""
+    from localtools.backends._base import Generation
+    from localtools.model._model import _answer_prompt_seconds, _Decoding
+
+    run = _Decoding(ScriptedBackend([]), None, None, temperature=0.0, top_p=1.0, seed=None)
+    gens = [Generation("a", prompt_seconds=s) for s in (0.8, 0.01, 0.02)]
+    run.prompt_seconds = [g.prompt_seconds for g in gens]
+    assert _answer_prompt_seconds(run, gens[-1], None) == 0.8
+    thought = Generation("<think>", prompt_seconds=0.5)
+    assert _answer_prompt_seconds(run, gens[-1], thought) == 0.5 + 0.01
+    run.prompt_seconds = []
+    assert _answer_prompt_seconds(run, gens[-1], None) == 0.02
+
+
+def test_calibration_judges_a_guess_or_a_stranger_on_the_calls_before_another() -> None:
+    """Replay refuses as the model does: on the calls the form decision left, before a further
+    call (here to a tool the user did speak of) joined them."""
+    from localtools.bench._calibrate import Probe, replay
+
+    first: list[tuple[str, dict[str, Any]]] = [("get_weather", {"city": "Paris"})]
+    second: list[tuple[str, dict[str, Any]]] = [*first, ("who", {"x": 1})]
+    p = Probe("c", "parallel", 0.5, form=(0.5, first), more=[(0.6, first), (0.0, second)], final=second)
+    judged: list[Any] = []
+
+    def unfit_(calls: Any) -> bool:
+        judged.append(list(calls))
+        return len(calls) == 1
+
+    assert replay(p, 0.0, 0.5, 0.1, fit=0.9, is_unfit=unfit_) == [] and judged == [first]
+    assert replay(p, 0.0, 0.5, 0.1, fit=0.4, is_unfit=unfit_) == second

@@ -124,20 +124,19 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Parting:
-    """Where a reply leaves one grammar's language for another's: its text is still a prefix of
-    ``into``'s language and no longer one of ``away``'s (a call begun in one form, not the other)."""
+    """Where a reply leaves the others' languages for one grammar's: its text is still a prefix of
+    ``into``'s language and no longer one of any of ``away``'s (a call begun in one form, not in
+    another, nor text)."""
 
     into: Grammar
-    away: Grammar
+    away: tuple[Grammar, ...]
 
     def parted(self, text: str) -> bool | None:
         """Whether ``text`` has parted; ``None`` when no longer text can (it has left ``into``'s
-        prefixes, or keeps to ``away``'s alone): there is nothing more to watch."""
-        into = matches(self.into, text, prefix=True)
-        away = matches(self.away, text, prefix=True)
-        if into and not away:
-            return True
-        return False if into else None
+        prefixes): there is nothing more to watch."""
+        if not matches(self.into, text, prefix=True):
+            return None
+        return not any(matches(g, text, prefix=True) for g in self.away)
 
 
 class Bias(Protocol):

@@ -66,7 +66,8 @@ class ScriptedBackend:
         self.continued: list[int] = []
         #: Whether ``generate`` takes ``parting=`` (``Capabilities.parts``).
         self.parts = True
-        # A reply stopped where it parted, and its script: going on from exactly there goes on with it.
+        # A reply stopped where it parted, and its script: going on from exactly there (whatever was
+        # asked in between) goes on with it.
         self._parted: tuple[list[int], str] | None = None
 
     def generate(
@@ -95,9 +96,9 @@ class ScriptedBackend:
         self.prompts.append(prompt)
         self.grammars.append(grammar)
         self.repeat_penalties.append(repeat_penalty)
-        held, self._parted = self._parted, None
+        held = self._parted
         if held is not None and list(reply) == held[0]:
-            text = held[1]
+            text, self._parted = held[1], None
         else:
             if not self._replies:
                 raise UsageError("the scripted backend has no replies left")

@@ -137,7 +137,8 @@ def probe(model: Model, case: Case, *, max_tokens: int = MAX_TOKENS) -> Probe:
         # as a failed probe's, where it fails).
         with contextlib.suppress(LocalToolsError):
             form = form[0], [(c.name, c.arguments) for c in model.chat(
-                case.messages, case.tools, decisions=Decisions(call=0.0), max_tokens=max_tokens).tool_calls]
+                case.messages, case.tools, decisions=Decisions(call=0.0, form=1.0), max_tokens=max_tokens,
+                schema_retries=0, disguise_retries=0).tool_calls]
     more = [(d.share, [(c.name, c.arguments) for c in fmt.parse(d.reply).tool_calls])
             for d in result.decisions if d.point is DecisionPoint.MORE]
     return Probe(case.id, case.category, call.share if call else None, form, more,
@@ -158,11 +159,20 @@ def replay(p: Probe, call: float, more: float, form: float = 1.01, guess: float 
     guess in the probe's case, ``is_unfit``: whether they call a tool it never speaks of; none is
     without them)."""
     calls = _replay(p, call, more, form)
-    if calls and p.call_share is not None and (
-            (is_guess is not None and p.call_share < guess and is_guess(calls))
-            or (is_unfit is not None and p.call_share < fit and is_unfit(calls))):
+    # Judged as the model judges them: on the calls the form decision left, before another is added.
+    opened = _opened(p, form) if calls else calls
+    if opened and p.call_share is not None and (
+            (is_guess is not None and p.call_share < guess and is_guess(opened))
+            or (is_unfit is not None and p.call_share < fit and is_unfit(opened))):
         return []
     return calls
+
+
+def _opened(p: Probe, form: float) -> Calls:
+    """The calls of the probe's reply once its form was decided, before any "more" decision."""
+    if p.form is not None and (p.form[0] is None or p.form[0] < form):
+        return p.form[1]
+    return p.more[0][1] if p.more else p.final
 
 
 def _replay(p: Probe, call: float, more: float, form: float) -> Calls:
@@ -237,8 +247,8 @@ def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, l
     best = max(rows, key=rank)
     return Decisions(call=best["call"], more=best["more"] if best["more"] <= 1 else None,
                      form=best["form"] if best["form"] <= 1 else None,
-                     guess=best["guess"] if 0 < best["guess"] <= 1 else None,
-                     fit=best["fit"] if 0 < best["fit"] <= 1 else None, distinct=True), rows
+                     guess=min(best["guess"], 1.0) if best["guess"] > 0 else None,
+                     fit=min(best["fit"], 1.0) if best["fit"] > 0 else None, distinct=True), rows
 
 
 def call_curve(probes: Sequence[Probe], cases: Iterable[Case],

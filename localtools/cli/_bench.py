@@ -240,7 +240,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         guess = args.guess_threshold if args.guess_threshold is not None else own.guess
         copy = args.copy_bonus if args.copy_bonus is not None else own.copy
         fit = args.fit_threshold if args.fit_threshold is not None else own.fit
-        if call is None and more is None and form is None and guess is None:
+        if call is None and more is None and form is None and guess is None and fit is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
         # Each lever by the name --lever takes: its label in the results, and how it decides.

@@ -403,17 +403,23 @@ def _required_values(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Ma
 
 
 #: Words that say nothing of what a tool is for: function words, and the verbs and nouns any
-#: tool's name or description and any request may use ("get", "calculate", "details").
+#: tool's name or description and any request may use ("get", "calculate", "details"), with their
+#: inflections (a stem would also take "species" for "specific", "computer" for "compute").
 _GENERIC = frozenset({
     "a", "about", "after", "all", "also", "an", "and", "any", "are", "as", "at", "based", "be", "been", "being",
-    "by", "calculate", "calculates", "calculation", "can", "check", "compute", "computes", "could", "current",
-    "data", "day", "detail", "details", "determine", "do", "does", "done", "each", "etc", "every", "fetch",
-    "find", "finds", "for", "from", "function", "get", "gets", "give", "given", "how", "i", "if", "in", "info",
-    "information", "into", "is", "it", "its", "just", "let", "list", "me", "my", "no", "not", "of", "on", "or",
-    "our", "out", "over", "please", "provide", "retrieve", "return", "returns", "search", "show", "some",
-    "specific", "such", "tell", "than", "that", "the", "their", "them", "then", "there", "these", "this",
-    "those", "to", "tool", "up", "us", "use", "used", "using", "value", "values", "want", "was", "way", "we",
-    "what", "when", "where", "which", "who", "whom", "whose", "why", "will", "with", "would", "you", "your"
+    "by", "calculate", "calculated", "calculates", "calculating", "calculation", "can", "check", "checked",
+    "checking", "checks", "compute", "computed", "computes", "computing", "could", "current", "data", "day",
+    "detail", "details", "determine", "determined", "determines", "determining", "do", "does", "done", "each",
+    "etc", "every", "fetch", "fetched", "fetches", "fetching", "find", "finding", "finds", "for", "from",
+    "function", "get", "gets", "getting", "give", "given", "gives", "giving", "how", "i", "if", "in", "info",
+    "information", "into", "is", "it", "its", "just", "let", "list", "listed", "listing", "lists", "me", "my",
+    "no", "not", "of", "on", "or", "our", "out", "over", "please", "provide", "provided", "provides",
+    "providing", "retrieve", "retrieved", "retrieves", "retrieving", "return", "returned", "returning",
+    "returns", "search", "searched", "searches", "searching", "show", "showed", "showing", "shows", "some",
+    "specific", "such", "tell", "telling", "tells", "than", "that", "the", "their", "them", "then", "there",
+    "these", "this", "those", "to", "tool", "up", "us", "use", "used", "uses", "using", "value", "values",
+    "want", "wanted", "wants", "was", "way", "we", "what", "when", "where", "which", "who", "whom", "whose",
+    "why", "will", "with", "would", "you", "your"
 })
 
 

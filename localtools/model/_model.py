@@ -132,6 +132,14 @@ def _question(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _answer_prompt_seconds(run: _Decoding, gen: Generation, first: Generation | None) -> float:
+    """The turn's prompt time: the thought's, and its answer's first generation's."""
+    times = run.prompt_seconds or [gen.prompt_seconds]
+    if first is None:
+        return times[0]
+    return first.prompt_seconds + (times[1] if len(times) > 1 else gen.prompt_seconds)
+
+
 class _Decoding:
     """One turn's generations on a backend: the options they share, what they add up to, and the
     stream their text goes out on."""
@@ -146,6 +154,8 @@ class _Decoding:
         self._sampling: dict[str, Any] = {"temperature": temperature, "top_p": top_p, "seed": seed}
         self.attempts = self.completion_tokens = 0
         self.decode_seconds = 0.0
+        #: Each generation's prompt time, in order: the first is the turn's time to its first token.
+        self.prompt_seconds: list[float] = []
         #: A reasoning budget's generation of the thought, when there was one.
         self.first: Generation | None = None
         #: Bonuses for a greedy answer under a grammar (the copy decision), where the backend takes them.
@@ -174,6 +184,7 @@ class _Decoding:
         self.attempts += 1
         self.completion_tokens += gen.generated
         self.decode_seconds += gen.decode_seconds
+        self.prompt_seconds.append(gen.prompt_seconds)
         return gen
 
 
@@ -544,13 +555,16 @@ class Model:
             fmt = call if made[-1].taken else text
         forming = forms is not None and decisions.form is not None and whole.can_call
         parting = None
-        if forming and run.live is None:
+        if forming and fmt.can_call and run.live is None:
             # A reply that begins a single call stops there: the form is decided before the call is
-            # written, not after it is written whole and then again as a list.
+            # written, not after it is written whole and then again as a list. Not while it could
+            # still be a list, or text.
             lists, single = variant("required", only=self.family.parallel_forms), \
                 variant("required", only=self.family.call_forms)
+            words = variant("none").grammar if fmt.tool_choice == "auto" else None
+            away = tuple(g for g in (lists.grammar, words) if g is not None)
             if lists.grammar is not None and single.grammar is not None:
-                parting = Parting(into=single.grammar, away=lists.grammar)
+                parting = Parting(into=single.grammar, away=away)
         gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties, parting=parting)
         later = variant
         if forming:
@@ -831,7 +845,9 @@ class Model:
             constrained=constrained,
             prompt_tokens=gen.prompt_tokens if first is None else first.prompt_tokens,
             completion_tokens=run.completion_tokens,
-            prompt_seconds=gen.prompt_seconds + (0.0 if first is None else first.prompt_seconds),
+            # The answer's first generation read the prompt (after the thought, where there was one);
+            # those after it went on from a cached prompt.
+            prompt_seconds=_answer_prompt_seconds(run, gen, first),
             decode_seconds=run.decode_seconds,
             latency=latency,
             attempts=run.attempts,
