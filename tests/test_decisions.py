@@ -1324,3 +1324,18 @@ def test_calibration_judges_a_guess_or_a_stranger_on_the_calls_before_another() 
 
     assert replay(p, 0.0, 0.5, 0.1, fit=0.9, is_unfit=unfit_) == [] and judged == [first]
     assert replay(p, 0.0, 0.5, 0.1, fit=0.4, is_unfit=unfit_) == second
+
+
+def test_a_streamed_turn_never_parts() -> None:
+    """A streamed turn's reply is written whole before any decision on it (what it sends goes
+    out as it is written); a call, sent only once whole, may still be written again as a list."""
+    from localtools.model._stream import TurnDone
+
+    listed = "```json\n[" + ITEM.format("Paris")
+    choices = {"```json\n": {'{"': 0.5, "[": 0.5}, listed: {"]": 1.0}}
+    backend = ScriptedBackend([FENCE_PARIS, listed + "]\n```"], choices=choices)
+    events = list(Model(backend, family="qwen2.5").stream(ASK, [get_weather], decisions=Decisions(form=0.0001)))
+    done = events[-1]
+    assert isinstance(done, TurnDone) and [c.arguments["city"] for c in done.result.tool_calls] == ["Paris"]
+    assert backend.continued == [0, len("```json\n")]
+    assert done.result.completion_tokens == len(FENCE_PARIS) + len(listed + "]\n```") - len("```json\n")
