@@ -199,7 +199,7 @@ def _is_unfit(case: Case) -> Callable[[Calls], bool]:
     """Whether calls name only tools ``case``'s conversation never speaks of (``unfit``)."""
     described = {t["function"]["name"]: str(t["function"].get("description") or "") for t in case.tools}
     conversation = conversation_text(case.messages)
-    return lambda calls: len(unfit(calls, described, conversation)) == len({name for name, _ in calls})
+    return lambda calls: bool(unfit(calls, described, conversation))
 
 
 def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float, form: float,

@@ -432,17 +432,17 @@ def _content(text: str) -> frozenset[str]:
 
 def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str
           ) -> list[str]:
-    """The tools ``calls`` name (in order, each once) that nothing in ``conversation`` speaks of:
-    no word of the tool's name or of its description (``described``) begins (``_stem``) as a
-    word the conversation uses, generic words aside ("sunset" is not "sunrise"; "perimeter of a
-    rectangle" is not ``solve_quadratic_equation``). A tool the conversation names fits."""
+    """The tools ``calls`` name (in order, each once) when nothing in ``conversation`` speaks of
+    any of them: no word of a tool's name or of its description (``described``) begins
+    (``_stem``) as a word the conversation uses, generic words aside ("sunset" is not "sunrise";
+    "perimeter of a rectangle" is not ``solve_quadratic_equation``). Empty when one of them is
+    spoken of: that call answers the conversation."""
     stems = _content(conversation)
-    out: list[str] = []
-    for name, _ in calls:
-        if name not in out and not _content(f"{name.replace('.', ' ').replace('_', ' ')} {described.get(name, '')}") \
-                & stems:
-            out.append(name)
-    return out
+    names = list(dict.fromkeys(name for name, _ in calls))
+    if any(_content(f"{name.replace('.', ' ').replace('_', ' ')} {described.get(name, '')}") & stems
+           for name in names):
+        return []
+    return names
 
 
 def refusing(tools: Sequence[str]) -> str:

@@ -625,8 +625,6 @@ class Model:
         guess = decisions.guess is not None and guessed(calls, schemas, conversation)
         strangers = unfit(calls, {spec["function"]["name"]: str(spec["function"].get("description") or "")
                                   for spec in specs}, conversation) if decisions.fit is not None else []
-        if len(strangers) < len({name for name, _ in calls}):
-            strangers = []  # a call to a tool the conversation speaks of answers it: the turn stands
         if not guess and not strangers:
             return gen
         share = next((d.share for d in made if d.point is DecisionPoint.CALL), None)
