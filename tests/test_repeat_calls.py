@@ -76,3 +76,55 @@ def test_over_the_server_a_client_loop_gets_the_answer_not_the_same_call() -> No
     assert res.status_code == 200, res.text
     message = res.json()["choices"][0]["message"]
     assert not message.get("tool_calls") and message["content"] == "The plan is pro."
+
+
+#: Ways agents that keep their history as text write a call they made: a ReAct "Action:" blob, a
+#: Python literal of call dicts with ids (smolagents' "Calling tools:"), a fenced JSON call, the
+#: family's own tag.
+TEXT_CALLS = [
+    'Action:\n{{"name": "get_customer", "arguments": {{"customer_id": "{}"}}}}',
+    "Calling tools:\n[{{'id': 'call_8f59264b', 'type': 'function', 'function': {{'name': 'get_customer', "
+    "'arguments': {{'customer_id': '{}'}}}}}}]",
+    'I will look it up.\n```json\n{{"arguments": {{"customer_id": "{}"}}, "name": "get_customer"}}\n```',
+    CALL,
+]
+
+
+def text_history(written: str, customer: str, parts: bool = False) -> list[dict[str, Any]]:
+    said, observed = written.format(customer), 'Observation:\n{"plan": "pro"}'
+    return [{"role": "user", "content": f"Plan of {customer}?"},
+            {"role": "assistant", "content": [{"type": "text", "text": said}] if parts else said},
+            {"role": "user", "content": [{"type": "text", "text": observed}] if parts else observed}]
+
+
+@pytest.mark.parametrize("written", TEXT_CALLS, ids=["action", "python literal", "fenced", "tag"])
+def test_a_call_written_in_the_history_as_text_and_answered_is_not_made_again(written: str) -> None:
+    # smolagents sends its calls as assistant text and their results as user messages: the model
+    # that writes the same call again is told it has the result, as with a tool message.
+    for customer in ("cust-1001", "C-77", "ada lovelace"):
+        model = Model(ScriptedBackend([CALL.format(customer), "The plan is pro."]), family="qwen2.5")
+        result = model.chat(text_history(written, customer), [get_customer])
+        assert result.tool_calls == [] and result.content == "The plan is pro." and result.schema_repairs == 1
+
+
+@pytest.mark.parametrize("written", TEXT_CALLS, ids=["action", "python literal", "fenced", "tag"])
+def test_over_the_server_a_text_history_in_content_parts_gets_the_answer(written: str) -> None:
+    from test_serve import app_with, post
+
+    app, _ = app_with([CALL.format("cust-1001"), "The plan is pro."])
+    tool = {"type": "function", "function": get_customer.spec()["function"]}
+    res = post(app, {"messages": text_history(written, "cust-1001", parts=True), "tools": [tool],
+                     "tool_choice": "auto"})
+    assert res.status_code == 200, res.text
+    message = res.json()["choices"][0]["message"]
+    assert not message.get("tool_calls") and message["content"] == "The plan is pro."
+
+
+@pytest.mark.parametrize("written", TEXT_CALLS, ids=["action", "python literal", "fenced", "tag"])
+def test_a_call_written_as_text_with_no_reply_after_it_or_other_arguments_is_no_repeat(written: str) -> None:
+    unanswered = text_history(written, "cust-1001")[:2]
+    model = Model(ScriptedBackend([CALL.format("cust-1001")]), family="qwen2.5")
+    assert model.chat(unanswered, [get_customer]).tool_calls
+    model = Model(ScriptedBackend([CALL.format("cust-1002")]), family="qwen2.5")
+    result = model.chat(text_history(written, "cust-1001"), [get_customer])
+    assert [c.arguments for c in result.tool_calls] == [{"customer_id": "cust-1002"}] and result.schema_repairs == 0

@@ -273,12 +273,11 @@ def test_smolagents_tool_calling_agent_answers_with_its_final_answer_tool(qwen_u
     agent = ToolCallingAgent(tools=[get_customer], model=model, max_steps=4, verbosity_level=0)
     answer = agent.run(QUESTION)
     calls = [c for step in agent.memory.steps for c in getattr(step, "tool_calls", None) or []]
-    # One lookup, then its final answer, grounded in the record. smolagents writes the call, with its
-    # random id, into the prompt as text; Qwen 0.5B's answer is then a near tie between "Ada Lovelace
-    # is using the pro subscription plan." and "Ada Lovelace is a British author.", which the id's
-    # digits decide (the plan in about half of 16 ids tried): the plan is not asserted.
+    # One lookup, then its final answer, grounded in the record. smolagents writes the call into the
+    # prompt as text and the result as a user message: a repeat of the lookup (which Qwen 0.5B
+    # writes on some call ids, alone or before its final_answer) is read from that text and refused.
     assert [c.name for c in calls] == ["get_customer", "final_answer"]
-    assert "ada" in str(answer).lower()
+    assert "pro" in str(answer).lower()
 
 
 #: LlamaIndex pins an older openai SDK than the other clients: `make setup-test` gives it its own

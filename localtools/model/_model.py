@@ -25,7 +25,7 @@ from .._errors import (
 from ..backends._base import Backend, Generation, NextTokens, Parting, first_stop
 from ..families._choose import FamilyCheck, choose_family
 from ..families._families import Family
-from ..families._parse import ToolCall, call_key, first_disguise, not_json
+from ..families._parse import ToolCall, call_key, disguised_calls, first_disguise, not_json
 from ..families._prompt import Prompt, render, with_system
 from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
 from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
@@ -85,13 +85,25 @@ def _unenforced(parameters_json: str) -> tuple[KeywordEnforcement, ...]:
 REPEAT = "repeat"
 
 
-def _answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
-    """The ``call_key`` of every call in the history whose result came back."""
+def _answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[str]) -> frozenset[str]:
+    """The ``call_key`` of every call in the history whose result came back: a call in an
+    assistant's ``tool_calls`` answered by a tool message with its id, and a call to an ``offered``
+    tool the assistant wrote in its text (agents that keep their history as text, "Action: {...}"
+    then "Observation: ...") that a later user or tool message followed."""
     made: dict[str, str] = {}
     answered: set[str] = set()
+    written: set[str] = set()
     for message in messages:
-        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
-        for call in calls or ():
+        role = message.get("role")
+        if role in ("user", "tool"):
+            answered |= written
+            written = set()
+        if role != "assistant":
+            if role == "tool" and str(message.get("tool_call_id")) in made:
+                answered.add(made[str(message.get("tool_call_id"))])
+            continue
+        written |= {call_key(name, values) for name, values in disguised_calls(_text_of(message.get("content")), offered)}
+        for call in message.get("tool_calls") or ():
             fn = call.get("function") if isinstance(call, Mapping) else None
             if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
                 continue
@@ -102,9 +114,15 @@ def _answered_calls(messages: Sequence[Mapping[str, Any]]) -> frozenset[str]:
                 except ValueError:
                     continue
             made[str(call.get("id"))] = call_key(fn["name"], arguments)
-        if message.get("role") == "tool" and str(message.get("tool_call_id")) in made:
-            answered.add(made[str(message.get("tool_call_id"))])
     return frozenset(answered)
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return ""
 
 
 def _violation_text(found: list[Violation]) -> str:
@@ -402,7 +420,7 @@ class Model:
         # A tool with a pydantic model is checked by the model too.
         own = {t.name: t for t in tools if isinstance(t, Tool)}
 
-        answered = frozenset() if repeat_calls else _answered_calls(messages)
+        answered = frozenset() if repeat_calls else _answered_calls(messages, frozenset(schemas))
 
         def check(call: ToolCall) -> list[Violation]:
             found = own[call.name].violations(call.arguments) if call.name in own \
