@@ -107,6 +107,54 @@ def test_a_repeat_penalty_can_find_the_new_call() -> None:
     assert backend.repeat_penalties == [1.0, 1.0, 1.1]
 
 
+@tool
+def get_time(zone: str) -> str:
+    """The time in a time zone."""
+    return f"noon in {zone}"
+
+
+@pytest.mark.parametrize("city", ["Berlin", "Oslo", "Lima", "Cairo"])
+def test_a_further_call_that_is_a_guess_is_refused_as_a_first_one_would_be(city: str) -> None:
+    # "Weather in Paris and in London?": a further call for a city nobody named is a guess, on a
+    # share for another call under the guess threshold; the reply it had stands.
+    other = tc("get_weather", city=city)
+    choices = {PARIS: {"\n": 1.0}, PARIS + "\n": {"<tool_call>": 0.4, "": 0.6}}
+    for threshold, refused in ((0.75, True), (0.3, False)):
+        backend = ScriptedBackend([PARIS, PARIS + "\n" + other], choices=choices)
+        result = Model(backend, family="qwen2.5").chat(ASK, [get_weather],
+                                                        decisions=Decisions(more=0.25, guess=threshold))
+        cities = [c.arguments["city"] for c in result.tool_calls]
+        assert cities == (["Paris"] if refused else ["Paris", city])
+        points = [(d.point, d.taken) for d in result.decisions]
+        assert points[0] == (DecisionPoint.MORE, True)
+        if refused:
+            assert points[1] == (DecisionPoint.GUESS, True) and result.decisions[1].calls == 1
+            assert result.decisions[1].share == pytest.approx(0.4)
+
+
+def test_a_further_call_the_question_holds_stands_under_guess_and_fit() -> None:
+    choices = {PARIS: {"\n": 1.0}, PARIS + "\n": {"<tool_call>": 0.4, "": 0.6}, PARIS + "\n" + LONDON: {"": 1.0}}
+    backend = ScriptedBackend([PARIS, PARIS + "\n" + LONDON], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather, get_time],
+                                                    decisions=Decisions(more=0.25, guess=0.75, fit=0.9))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    assert DecisionPoint.GUESS not in {d.point for d in result.decisions}
+
+
+def test_a_further_call_to_a_tool_nobody_spoke_of_is_refused_under_fit() -> None:
+    # Its value is the question's (Paris), but nothing asked for a time.
+    other = tc("get_time", zone="Paris")
+    choices = {PARIS: {"\n": 1.0}, PARIS + "\n": {"<tool_call>": 0.4, "": 0.6}}
+    for fit, names in ((0.9, ["get_weather"]), (None, ["get_weather", "get_time"])):
+        backend = ScriptedBackend([PARIS, PARIS + "\n" + other], choices=choices)
+        result = Model(backend, family="qwen2.5").chat(ASK, [get_weather, get_time],
+                                                        decisions=Decisions(more=0.25, fit=fit))
+        assert [c.name for c in result.tool_calls] == names
+        if fit is not None:
+            refused = result.decisions[-1]
+            assert refused.point is DecisionPoint.FIT and refused.taken and refused.argument == "get_time"
+
+
 def test_distinct_leaves_out_a_repeated_call_and_says_which() -> None:
     reply = "\n".join([PARIS, LONDON, PARIS])
     result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ASK, [get_weather],
@@ -722,6 +770,23 @@ def test_calibration_finds_the_guess_threshold_that_keeps_grounded_calls() -> No
     assert max(r["mean"] for r in rows if r["guess"] == 0) == 0.75  # a call threshold loses a simple case
 
 
+def test_calibration_replays_a_further_call_that_is_a_guess_as_refused() -> None:
+    from localtools.bench._bfcl import Case
+    from localtools.bench._calibrate import Probe, _is_guess, replay
+
+    weather = {"type": "function", "function": {"name": "w", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+    case = Case("s1", "simple_python", [{"role": "user", "content": "Weather in Paris and Rome?"}], [weather],
+                [{"w": {"city": ["Paris"]}}])
+    paris, rome, oslo = ("w", {"city": "Paris"}), ("w", {"city": "Rome"}), ("w", {"city": "Oslo"})
+    # Paris, then Rome (the question's) on 0.3, then Oslo (nobody's) on 0.2.
+    probe = Probe("s1", "simple_python", 0.95, more=[(0.3, [paris]), (0.2, [paris, rome]), (0.001, [paris, rome, oslo])],
+                  final=[paris, rome, oslo])
+    assert replay(probe, 0.0, 0.1) == [paris, rome, oslo]
+    assert replay(probe, 0.0, 0.1, guess=0.75, is_guess=_is_guess(case)) == [paris, rome]
+    assert replay(probe, 0.0, 0.1, guess=0.15, is_guess=_is_guess(case)) == [paris, rome, oslo]
+
+
 def test_the_call_curve_counts_calls_where_one_is_expected_and_where_none_is(tmp_path: Path) -> None:
     from localtools.bench._bfcl import Case
     from localtools.bench._calibrate import Probe, call_curve
@@ -1310,7 +1375,7 @@ def test_the_turns_prompt_time_is_its_first_generations() -> None:
 
 def test_calibration_judges_a_guess_or_a_stranger_on_the_calls_before_another() -> None:
     """Replay refuses as the model does: on the calls the form decision left, before a further
-    call (here to a tool the user did speak of) joined them."""
+    call joined them; the further call is judged on its own, on the share that added it."""
     from localtools.bench._calibrate import Probe, replay
 
     first: list[tuple[str, dict[str, Any]]] = [("get_weather", {"city": "Paris"})]
@@ -1322,7 +1387,7 @@ def test_calibration_judges_a_guess_or_a_stranger_on_the_calls_before_another() 
         judged.append(list(calls))
         return len(calls) == 1
 
-    assert replay(p, 0.0, 0.5, 0.1, fit=0.9, is_unfit=unfit_) == [] and judged == [first]
+    assert replay(p, 0.0, 0.5, 0.1, fit=0.9, is_unfit=unfit_) == [] and judged == [second[1:], first]
     assert replay(p, 0.0, 0.5, 0.1, fit=0.4, is_unfit=unfit_) == second
 
 

@@ -158,12 +158,15 @@ def replay(p: Probe, call: float, more: float, form: float = 1.01, guess: float 
     """The calls the reply would hold under these thresholds (``is_guess``: whether calls are a
     guess in the probe's case, ``is_unfit``: whether they call a tool it never speaks of; none is
     without them)."""
-    calls = _replay(p, call, more, form)
+
+    def refused(calls: Calls, share: float) -> bool:
+        return (is_guess is not None and share < guess and is_guess(calls)) or \
+            (is_unfit is not None and share < fit and is_unfit(calls))
+
+    calls = _replay(p, call, more, form, refused)
     # Judged as the model judges them: on the calls the form decision left, before another is added.
     opened = _opened(p, form) if calls else calls
-    if opened and p.call_share is not None and (
-            (is_guess is not None and p.call_share < guess and is_guess(opened))
-            or (is_unfit is not None and p.call_share < fit and is_unfit(opened))):
+    if opened and p.call_share is not None and refused(opened, p.call_share):
         return []
     return calls
 
@@ -175,13 +178,19 @@ def _opened(p: Probe, form: float) -> Calls:
     return p.more[0][1] if p.more else p.final
 
 
-def _replay(p: Probe, call: float, more: float, form: float) -> Calls:
+def _replay(p: Probe, call: float, more: float, form: float,
+            refused: Callable[[Calls, float], bool] | None = None) -> Calls:
+    """``refused``: whether a "more" decision's new calls are refused on its share, as the model
+    refuses a further call that is a guess or to a tool nobody spoke of."""
     if p.error or p.call_share is None or p.call_share < call:
         return []
     if p.form is not None and (p.form[0] is None or p.form[0] < form):
         return p.form[1]
-    for share, calls in p.more:
+    for i, (share, calls) in enumerate(p.more):
         if share is None or share < more:
+            return calls
+        after = p.more[i + 1][1] if i + 1 < len(p.more) else p.final
+        if refused is not None and refused(after[len(calls):], share):
             return calls
     return p.final
 

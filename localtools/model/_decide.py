@@ -72,12 +72,15 @@ class Decisions:
     distribution are read at each step, a token that fits both branches followed up to ``depth``
     tokens deep. ``guess``: under tool_choice "auto", a reply whose calls are a guess (at most half
     of their required values are in the conversation, ``guessed``) and whose call share is under
-    this threshold is answered in text instead; a call the model is surer of stands. ``copy``: inside
+    this threshold is answered in text instead; a call the model is surer of stands; a further call
+    ``more`` added is left out when it is a guess made on a share (another call against the end) under
+    this threshold. ``copy``: inside
     a string the reply is writing, the tokens that go on with a span of the conversation the string
     so far matches (the user's words, a tool's result) get this bonus on their logits, greedy picks
     only (``CopyBias``; backends with ``Capabilities.biases``). ``fit``: under tool_choice "auto", a
     reply calling only tools that nothing in the conversation speaks of (``unfit``: no word of their name
-    or description) and whose call share is under this threshold is answered in text, as a refused guess is.
+    or description) and whose call share is under this threshold is answered in text, as a refused guess is
+    (a further call, on the share that added it, is left out).
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the

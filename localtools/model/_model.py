@@ -117,6 +117,27 @@ def _answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[st
     return frozenset(answered)
 
 
+def _stranger(decisions: Decisions, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]],
+              calls: list[tuple[str, dict[str, Any]]], share: float | None, before: int, reply: str
+              ) -> Decision | None:
+    """Further calls (after ``before`` calls, in ``reply``) judged as a turn's first calls are
+    (``Model._guess``): a guess on a share under ``decisions.guess``, or calls only to tools nobody
+    spoke of on a share under ``decisions.fit``, are refused: the decision that says so."""
+    if share is None or not calls or (decisions.guess is None and decisions.fit is None):
+        return None
+    conversation = conversation_text(messages)
+    if decisions.guess is not None and share < decisions.guess:
+        schemas = {spec["function"]["name"]: spec["function"].get("parameters") or {} for spec in specs}
+        if guessed(calls, schemas, conversation):
+            return Decision(DecisionPoint.GUESS, share, decisions.guess, True, before, reply)
+    if decisions.fit is not None and share < decisions.fit:
+        strangers = unfit(calls, {spec["function"]["name"]: str(spec["function"].get("description") or "")
+                                  for spec in specs}, conversation)
+        if strangers:
+            return Decision(DecisionPoint.FIT, share, decisions.fit, True, before, reply, ", ".join(strangers))
+    return None
+
+
 def _text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
@@ -594,7 +615,8 @@ class Model:
             gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, messages, specs,
                               max_tokens=max_tokens, penalties=penalties)
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, later, decisions,
-                               max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls)
+                               max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
+                               judge=partial(_stranger, decisions, messages, specs))
         gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
@@ -717,10 +739,13 @@ class Model:
 
     def _more_calls(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                     thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
-                    max_tokens: int, penalties: Sequence[float], parallel: bool) -> Generation:
+                    max_tokens: int, penalties: Sequence[float], parallel: bool,
+                    judge: Callable[[list[tuple[str, dict[str, Any]]], float | None, int, str], Decision | None]
+                    ) -> Generation:
         """After a reply with calls: another call while the model's share for one reaches
         ``decisions.more`` (the turn decoded again with one more call required; a continuation
-        that repeats one of its calls or runs out of tokens is not taken)."""
+        that repeats one of its calls or runs out of tokens is not taken, nor one whose new calls
+        ``judge`` refuses on that share: a guess, or a tool nobody spoke of)."""
         if decisions.more is None or not parallel or not self.family.parallel or not whole.can_call:
             return gen
         most = min(decisions.max_calls, MAX_PARALLEL_CALLS)
@@ -755,6 +780,10 @@ class Model:
                     break
             if longer is None:
                 break  # the model had no new call to make: the reply it had stands
+            refused = judge([(c.name, c.arguments) for c in tried[n:]], made[-1].share, n, gen.text)
+            if refused is not None:
+                made.append(refused)
+                break
             gen, calls = longer, tried  # read once: the next decision counts these calls
         return gen
 
