@@ -16,12 +16,11 @@ import contextlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from .._errors import LocalToolsError
-from ..model._decide import DecisionPoint, Decisions, conversation_text, guessed, unfit
+from ..model._decide import DecisionPoint, Decisions, Grounds
 from ..model._model import Model
 from ._bfcl import Case, sample
 from ._checker import check_calls
@@ -201,14 +200,13 @@ def _schemas(case: Case) -> dict[str, Any]:
 
 def _is_guess(case: Case) -> Callable[[Calls], bool]:
     """Whether calls are a guess in ``case``'s conversation (``guessed``)."""
-    return partial(guessed, schemas=_schemas(case), conversation=conversation_text(case.messages))
+    return Grounds.of(case.messages, case.tools).guessed
 
 
 def _is_unfit(case: Case) -> Callable[[Calls], bool]:
     """Whether calls name only tools ``case``'s conversation never speaks of (``unfit``)."""
-    described = {t["function"]["name"]: str(t["function"].get("description") or "") for t in case.tools}
-    conversation = conversation_text(case.messages)
-    return lambda calls: bool(unfit(calls, described, conversation))
+    grounds = Grounds.of(case.messages, case.tools)
+    return lambda calls: bool(grounds.unfit(calls))
 
 
 def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float, form: float,

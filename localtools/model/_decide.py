@@ -24,7 +24,7 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "asking", "branch_shares", "conversation_text", "fork",
+__all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "asking", "branch_shares", "conversation_text", "fork",
            "grammar_branch", "grounded", "guessed", "open_string", "refusing", "said", "telling", "unfit", "ungrounded",
            "ungrounded_items", "unheld"]
 
@@ -446,6 +446,32 @@ def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str
            for name in names):
         return []
     return names
+
+
+@dataclass(frozen=True)
+class Grounds:
+    """What a turn's calls are judged against (``guessed``, ``unheld``, ``unfit``): the
+    conversation's text and the offered tools' schemas and descriptions, read once."""
+
+    conversation: str
+    schemas: Mapping[str, Any]
+    described: Mapping[str, str]
+
+    @classmethod
+    def of(cls, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]]) -> Grounds:
+        """From a conversation and its tools (``{"type": "function", "function": {...}}``)."""
+        fns = [spec["function"] for spec in specs]
+        return cls(conversation_text(messages), {fn["name"]: fn.get("parameters") or {} for fn in fns},
+                   {fn["name"]: str(fn.get("description") or "") for fn in fns})
+
+    def guessed(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
+        return guessed(calls, self.schemas, self.conversation)
+
+    def unheld(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, str]]:
+        return unheld(calls, self.schemas, self.conversation)
+
+    def unfit(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
+        return unfit(calls, self.described, self.conversation)
 
 
 def refusing(tools: Sequence[str]) -> str:

@@ -36,19 +36,17 @@ from ._decide import (
     Decision,
     DecisionPoint,
     Decisions,
+    Grounds,
     asking,
     conversation_text,
     decide,
     distinct,
     fork,
-    guessed,
     refusing,
     said,
     telling,
-    unfit,
     ungrounded,
     ungrounded_items,
-    unheld,
 )
 from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnCheck, TurnDone
 from ._turn import ChatResult
@@ -117,24 +115,17 @@ def _answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[st
     return frozenset(answered)
 
 
-def _stranger(decisions: Decisions, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]],
-              calls: list[tuple[str, dict[str, Any]]], share: float | None, before: int, reply: str
-              ) -> Decision | None:
+def _stranger(decisions: Decisions, grounds: Grounds, calls: list[tuple[str, dict[str, Any]]], share: float | None,
+              before: int, reply: str) -> Decision | None:
     """Further calls (after ``before`` calls, in ``reply``) judged as a turn's first calls are
     (``Model._guess``): a guess on a share under ``decisions.guess``, or calls only to tools nobody
     spoke of on a share under ``decisions.fit``, are refused: the decision that says so."""
-    if share is None or not calls or (decisions.guess is None and decisions.fit is None):
+    if share is None or not calls:
         return None
-    conversation = conversation_text(messages)
-    if decisions.guess is not None and share < decisions.guess:
-        schemas = {spec["function"]["name"]: spec["function"].get("parameters") or {} for spec in specs}
-        if guessed(calls, schemas, conversation):
-            return Decision(DecisionPoint.GUESS, share, decisions.guess, True, before, reply)
-    if decisions.fit is not None and share < decisions.fit:
-        strangers = unfit(calls, {spec["function"]["name"]: str(spec["function"].get("description") or "")
-                                  for spec in specs}, conversation)
-        if strangers:
-            return Decision(DecisionPoint.FIT, share, decisions.fit, True, before, reply, ", ".join(strangers))
+    if decisions.guess is not None and share < decisions.guess and grounds.guessed(calls):
+        return Decision(DecisionPoint.GUESS, share, decisions.guess, True, before, reply)
+    if decisions.fit is not None and share < decisions.fit and (strangers := grounds.unfit(calls)):
+        return Decision(DecisionPoint.FIT, share, decisions.fit, True, before, reply, ", ".join(strangers))
     return None
 
 
@@ -594,12 +585,13 @@ class Model:
             fmt = call if made[-1].taken else text
         forming = forms is not None and decisions.form is not None and whole.can_call
         parting = None
+        # The reply's calls as one list, or as single calls: what the form decision chooses between.
+        lists, single = (variant("required", only=self.family.parallel_forms),
+                         variant("required", only=self.family.call_forms)) if forming else (fmt, fmt)
         if forming and fmt.can_call and run.live is None:
             # A reply that begins a single call stops there: the form is decided before the call is
             # written, not after it is written whole and then again as a list. Not while it could
             # still be a list, or text.
-            lists, single = variant("required", only=self.family.parallel_forms), \
-                variant("required", only=self.family.call_forms)
             words = variant("none").grammar if fmt.tool_choice == "auto" else None
             away = tuple(g for g in (lists.grammar, words) if g is not None)
             if lists.grammar is not None and single.grammar is not None:
@@ -607,16 +599,17 @@ class Model:
         gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties, parting=parting)
         later = variant
         if forming:
-            gen, chosen = self._form(run, source, prompt, whole, fmt, gen, thought, made, variant, decisions,
+            gen, chosen = self._form(run, source, prompt, whole, fmt, gen, thought, made, (lists, single), decisions,
                                      max_tokens=max_tokens, penalties=penalties)
             if chosen is not None:
                 later = partial(variant, only=chosen)
-        if decisions.guess is not None or decisions.fit is not None:
-            gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, messages, specs,
+        grounds = Grounds.of(messages, specs) if decisions.guess is not None or decisions.fit is not None else None
+        if grounds is not None:
+            gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
                               max_tokens=max_tokens, penalties=penalties)
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, later, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
-                               judge=partial(_stranger, decisions, messages, specs))
+                               judge=None if grounds is None else partial(_stranger, decisions, grounds))
         gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
@@ -647,8 +640,7 @@ class Model:
 
     def _guess(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions,
-               messages: list[dict[str, Any]], specs: list[dict[str, Any]], *, max_tokens: int,
-               penalties: Sequence[float]) -> Generation:
+               grounds: Grounds, *, max_tokens: int, penalties: Sequence[float]) -> Generation:
         """Under tool_choice "auto", calls that are a guess (``guessed``: the conversation holds at
         most half of their required values) made on a call share under ``decisions.guess``, or
         calls only to tools the conversation never speaks of (``unfit``) made on a share under
@@ -660,11 +652,8 @@ class Model:
         calls = [(c.name, c.arguments) for c in whole.parse(gen.text).tool_calls]
         if not calls:
             return gen
-        schemas = {spec["function"]["name"]: spec["function"].get("parameters") or {} for spec in specs}
-        conversation = conversation_text(messages)
-        guess = decisions.guess is not None and guessed(calls, schemas, conversation)
-        strangers = unfit(calls, {spec["function"]["name"]: str(spec["function"].get("description") or "")
-                                  for spec in specs}, conversation) if decisions.fit is not None else []
+        guess = decisions.guess is not None and grounds.guessed(calls)
+        strangers = grounds.unfit(calls) if decisions.fit is not None else []
         if not guess and not strangers:
             return gen
         share = next((d.share for d in made if d.point is DecisionPoint.CALL), None)
@@ -695,24 +684,24 @@ class Model:
             return answer
         # A model that has settled on a call has no other answer: it is told the tools it would call
         # do not do what was asked, or asked for the values it lacks.
-        missing = [] if unfitting else unheld(calls, schemas, conversation)
+        missing = [] if unfitting else grounds.unheld(calls)
         made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text,
                              ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)))
         return replace(answer, text=asking(missing) if missing else refusing(strangers), stop=None)
 
     def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, fmt: ReplyFormat,
-              gen: Generation, thought: str, made: list[Decision], variant: Callable[..., ReplyFormat],
+              gen: Generation, thought: str, made: list[Decision], forms: tuple[ReplyFormat, ReplyFormat],
               decisions: Decisions, *, max_tokens: int, penalties: Sequence[float]
               ) -> tuple[Generation, tuple[str, ...] | None]:
         """Calls as the family's parallel form (one list) or as single calls: decided where the
         reply's calls open, on the list's share against ``decisions.form``, and decoded (again) in
         the form chosen when it is not the one written. ``gen`` may have stopped where it parted
         into a single call (``Generation.parted``): it is then gone on from under ``fmt`` when the
-        single form stands. Returns the whole reply and the forms it is in (``None``: no calls, or
-        undecided)."""
+        single form stands. ``forms``: the reply's formats as one list and as single calls. Returns
+        the whole reply and the forms it is in (``None``: no calls, or undecided)."""
         fam = self.family
         singles = fam.call_forms
-        lists, single = variant("required", only=fam.parallel_forms), variant("required", only=singles)
+        lists, single = forms
 
         def whole_(reply: Generation) -> Generation:
             return self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties,
@@ -741,7 +730,7 @@ class Model:
                     thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
                     max_tokens: int, penalties: Sequence[float], parallel: bool,
                     judge: Callable[[list[tuple[str, dict[str, Any]]], float | None, int, str], Decision | None]
-                    ) -> Generation:
+                    | None) -> Generation:
         """After a reply with calls: another call while the model's share for one reaches
         ``decisions.more`` (the turn decoded again with one more call required; a continuation
         that repeats one of its calls or runs out of tokens is not taken, nor one whose new calls
@@ -780,7 +769,8 @@ class Model:
                     break
             if longer is None:
                 break  # the model had no new call to make: the reply it had stands
-            refused = judge([(c.name, c.arguments) for c in tried[n:]], made[-1].share, n, gen.text)
+            refused = None if judge is None else judge([(c.name, c.arguments) for c in tried[n:]], made[-1].share, n,
+                                                       gen.text)
             if refused is not None:
                 made.append(refused)
                 break
