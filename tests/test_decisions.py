@@ -1240,29 +1240,6 @@ def test_a_tool_is_unfit_when_no_word_of_its_name_or_description_is_said() -> No
         [{"role": "user", "content": "When is the sunrise in Beijing?"}])) == []
 
 
-def test_a_tool_speaks_of_what_its_enum_values_say_but_not_of_its_argument_names() -> None:
-    """``Grounds`` reads a tool's ``enum`` values as words of what it is about ("a scenic route"
-    for directions), never its argument names or descriptions (any tool has a location)."""
-    from localtools.model._decide import Grounds
-
-    rng = random.Random(5)
-    for _ in range(20):
-        value = "".join(rng.choice("bcdfghjklmnpqrstvwxz") + rng.choice("aeiou") for _ in range(4))
-        spec = {"type": "function", "function": {
-            "name": "get_directions", "description": "Retrieve directions from one place to another.",
-            "parameters": {"type": "object", "properties": {
-                "start_location": {"type": "string", "description": "Where the journey starts."},
-                "route_type": {"type": "string", "enum": ["fastest", value], "description": "The kind of journey."}},
-                "required": ["start_location"]}}}
-        call = [("get_directions", {"start_location": "Paris"})]
-
-        def grounds(text: str, spec: dict[str, Any] = spec) -> Grounds:
-            return Grounds.of([{"role": "user", "content": text}], [spec])
-
-        assert grounds(f"The {value.title()} way from Paris to Lyon, please.").unfit(call) == []
-        assert grounds("Show me the start location and the journey kind from Paris.").unfit(call) == ["get_directions"]
-
-
 @pytest.mark.parametrize("city", ["Paris", "Atlantis"])
 @pytest.mark.parametrize("share", [0.5, 0.97])
 def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_text(share: float, city: str) -> None:

@@ -436,8 +436,7 @@ def _content(text: str) -> frozenset[str]:
 def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str
           ) -> list[str]:
     """The tools ``calls`` name (in order, each once) when nothing in ``conversation`` speaks of
-    any of them: no word of a tool's name or of what it is about (``described``: its description,
-    and in ``Grounds`` its arguments' ``enum`` values) begins
+    any of them: no word of a tool's name or of its description (``described``) begins
     (``_stem``) as a word the conversation uses, generic words aside ("sunset" is not "sunrise";
     "perimeter of a rectangle" is not ``solve_quadratic_equation``). Empty when one of them is
     spoken of: that call answers the conversation."""
@@ -463,7 +462,7 @@ class Grounds:
         """From a conversation and its tools (``{"type": "function", "function": {...}}``)."""
         fns = [spec["function"] for spec in specs]
         return cls(conversation_text(messages), {fn["name"]: fn.get("parameters") or {} for fn in fns},
-                   {fn["name"]: _about(fn) for fn in fns})
+                   {fn["name"]: str(fn.get("description") or "") for fn in fns})
 
     def guessed(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
         return guessed(calls, self.schemas, self.conversation)
@@ -473,20 +472,6 @@ class Grounds:
 
     def unfit(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
         return unfit(calls, self.described, self.conversation)
-
-
-def _about(fn: Mapping[str, Any]) -> str:
-    """What a tool says it is about, for ``unfit``: its description and the values its arguments'
-    ``enum`` lists allow ("fastest", "scenic": the words a request for it uses). Argument names
-    and descriptions are left out: "location", "year" and "amount" are any tool's words."""
-    words = [str(fn.get("description") or "")]
-    params = fn.get("parameters")
-    props = params.get("properties") if isinstance(params, Mapping) else None
-    if isinstance(props, Mapping):
-        for prop in props.values():
-            if isinstance(prop, Mapping) and isinstance(prop.get("enum"), list):
-                words += [v for v in prop["enum"] if isinstance(v, str)]
-    return " ".join(words)
 
 
 def refusing(tools: Sequence[str]) -> str:
