@@ -17,6 +17,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Any
 
 from .._errors import UsageError
@@ -302,7 +303,9 @@ def _stem(word: str) -> str:
     return word[:_STEM]
 
 
+@lru_cache(maxsize=32)
 def _stems(text: str) -> frozenset[str]:
+    # Cached: ground, guess and their asking read the same conversation's stems per call and per argument.
     return frozenset(_stem(w) for w in _words(text))
 
 
