@@ -25,9 +25,9 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "asking", "branch_shares", "conversation_text", "fork",
-           "grammar_branch", "grounded", "guessed", "open_string", "refusing", "said", "telling", "unfit", "ungrounded",
-           "ungrounded_items", "unheld"]
+__all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "asking", "branch_shares", "content_text",
+           "conversation_text", "fork", "grammar_branch", "grounded", "guessed", "open_string", "refusing", "said",
+           "telling", "unfit", "ungrounded", "ungrounded_items", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -565,12 +565,20 @@ def said(messages: Sequence[Mapping[str, Any]]) -> str:
     for message in messages:
         if message.get("role") == "assistant":
             continue
-        content = message.get("content")
-        if isinstance(content, str):
-            parts.append(content)
-        elif isinstance(content, list):
-            parts += [str(p.get("text", "")) for p in content if isinstance(p, Mapping)]
+        text = content_text(message.get("content"))
+        if text is not None:
+            parts.append(text)
     return "\n".join(parts)
+
+
+def content_text(content: Any) -> str | None:
+    """A message's ``content`` as text: a string as it is, a list of parts their texts one a line;
+    ``None`` for anything else (no content)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
+    return None
 
 
 def conversation_text(messages: Sequence[Mapping[str, Any]]) -> str:

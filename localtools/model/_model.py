@@ -38,6 +38,7 @@ from ._decide import (
     Decisions,
     Grounds,
     asking,
+    content_text,
     conversation_text,
     decide,
     distinct,
@@ -100,7 +101,7 @@ def _answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[st
             if role == "tool" and str(message.get("tool_call_id")) in made:
                 answered.add(made[str(message.get("tool_call_id"))])
             continue
-        written |= {call_key(name, values) for name, values in disguised_calls(_text_of(message.get("content")), offered)}
+        written |= {call_key(name, values) for name, values in disguised_calls(content_text(message.get("content")) or "", offered)}
         for call in message.get("tool_calls") or ():
             fn = call.get("function") if isinstance(call, Mapping) else None
             if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
@@ -127,14 +128,6 @@ def _stranger(decisions: Decisions, grounds: Grounds, calls: list[tuple[str, dic
     if decisions.fit is not None and share < decisions.fit and (strangers := grounds.unfit(calls)):
         return Decision(DecisionPoint.FIT, share, decisions.fit, True, before, reply, ", ".join(strangers))
     return None
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, Mapping))
-    return ""
 
 
 def _violation_text(found: list[Violation]) -> str:
