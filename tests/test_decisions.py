@@ -772,7 +772,8 @@ def test_calibration_finds_the_guess_threshold_that_keeps_grounded_calls() -> No
 
 def test_calibration_replays_a_further_call_that_is_a_guess_as_refused() -> None:
     from localtools.bench._bfcl import Case
-    from localtools.bench._calibrate import Probe, _is_guess, replay
+    from localtools.bench._calibrate import Probe, replay
+    from localtools.model._decide import Grounds
 
     weather = {"type": "function", "function": {"name": "w", "parameters": {
         "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -783,8 +784,8 @@ def test_calibration_replays_a_further_call_that_is_a_guess_as_refused() -> None
     probe = Probe("s1", "simple_python", 0.95, more=[(0.3, [paris]), (0.2, [paris, rome]), (0.001, [paris, rome, oslo])],
                   final=[paris, rome, oslo])
     assert replay(probe, 0.0, 0.1) == [paris, rome, oslo]
-    assert replay(probe, 0.0, 0.1, guess=0.75, is_guess=_is_guess(case)) == [paris, rome]
-    assert replay(probe, 0.0, 0.1, guess=0.15, is_guess=_is_guess(case)) == [paris, rome, oslo]
+    assert replay(probe, 0.0, 0.1, guess=0.75, is_guess=Grounds.of(case.messages, case.tools).guessed) == [paris, rome]
+    assert replay(probe, 0.0, 0.1, guess=0.15, is_guess=Grounds.of(case.messages, case.tools).guessed) == [paris, rome, oslo]
 
 
 def test_the_call_curve_counts_calls_where_one_is_expected_and_where_none_is(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -198,15 +199,9 @@ def _schemas(case: Case) -> dict[str, Any]:
     return {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
 
 
-def _is_guess(case: Case) -> Callable[[Calls], bool]:
-    """Whether calls are a guess in ``case``'s conversation (``guessed``)."""
-    return Grounds.of(case.messages, case.tools).guessed
-
-
-def _is_unfit(case: Case) -> Callable[[Calls], bool]:
-    """Whether calls name only tools ``case``'s conversation never speaks of (``unfit``)."""
-    grounds = Grounds.of(case.messages, case.tools)
-    return lambda calls: bool(grounds.unfit(calls))
+def _unfit(grounds: Grounds, calls: Calls) -> bool:
+    """Whether calls name only tools the conversation never speaks of (``unfit``)."""
+    return bool(grounds.unfit(calls))
 
 
 def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float, form: float,
@@ -231,9 +226,10 @@ def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, l
     rows = []
     forms = FORM_GRID if any(p.form is not None for p in probes) else (1.01,)
 
-    # Each case's conversation is read once, not once a row.
-    guesses = {p.case_id: _is_guess(known[p.case_id]) for p in probes}
-    unfits = {p.case_id: _is_unfit(known[p.case_id]) for p in probes}
+    # Each case's conversation is read once, not once a row nor once a judgement.
+    grounds = {p.case_id: Grounds.of(known[p.case_id].messages, known[p.case_id].tools) for p in probes}
+    guesses: dict[str, Callable[[Calls], bool]] = {case: g.guessed for case, g in grounds.items()}
+    unfits: dict[str, Callable[[Calls], bool]] = {case: partial(_unfit, g) for case, g in grounds.items()}
 
     def row(call: float, more: float, form: float, guess: float, fit: float = 0.0) -> dict[str, Any]:
         accuracy = _accuracy(probes, known, call, more, form, guess, guesses if guess > 0 else None, fit,
