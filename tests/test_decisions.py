@@ -155,6 +155,77 @@ def test_a_further_call_to_a_tool_nobody_spoke_of_is_refused_under_fit() -> None
             assert refused.point is DecisionPoint.FIT and refused.taken and refused.argument == "get_time"
 
 
+@tool
+def player_status(team: str, season: int) -> str:
+    """A team's player status in a season."""
+    return team
+
+
+def test_uncovered_names_what_the_user_listed_beside_a_used_value() -> None:
+    """Generated lists of numbers and of names, joined by commas and "and"/"or": each value the
+    calls left out of such a list is uncovered; a value's unlike neighbour ("Miami, Florida",
+    "Berlin and I", "10 and Paris"), or one every call used, is not."""
+    from localtools.model._decide import covers, uncovered
+
+    rng = random.Random(3)
+    names = ["Paris", "Berlin", "New York", "Tokyo", "Lima", "San Diego", "Cairo"]
+    for _ in range(50):
+        if rng.random() < 0.5:
+            items = [str(v) for v in rng.sample(range(1990, 2030), rng.randint(2, 4))]
+            key = "season"
+        else:
+            items = rng.sample(names, rng.randint(2, 4))
+            key = "city"
+        joined = ", ".join(items[:-1]) + rng.choice([" and ", ", and ", " or "]) + items[-1]
+        said = f"Check the scores for {joined}{rng.choice([', please.', '.', '?', ''])}"
+        done = rng.randint(1, len(items) - 1)
+        value = (lambda v: int(v)) if key == "season" else (lambda v: v)
+        calls = [("lookup", {key: value(v)}) for v in items[:done]]
+        left = uncovered(calls, said)
+        # Every listed value not called is named; the ones called never are.
+        assert left == items[done:], (said, done, left)
+        assert not set(left) & set(items[:done])
+        assert covers([("lookup", {key: value(items[done])})], left)
+        assert not covers(calls, left)
+        assert uncovered([("lookup", {key: value(v)}) for v in items], said) == []
+    unlike: list[tuple[str, list[tuple[str, dict[str, Any]]]]] = [
+        ("Humidity in Miami, Florida?", [("w", {"city": "Miami"})]),
+        ("Concerts in Berlin and I want parking", [("c", {"city": "Berlin"})]),
+        ("Seats for 10 and Paris", [("s", {"n": 10})]),
+        ("between 2012 and 2015", [("r", {"start": 2012, "end": 2015})]),
+        ("filed after January 1, 2021", [("l", {"year": 2021})]),
+        ("teams Lakers and Clippers", [("g", {"teams": ["Lakers", "Clippers"]})])]
+    for said, other in unlike:
+        assert uncovered(other, said) == [], said
+
+
+def test_cover_writes_another_call_for_a_listed_value_and_keeps_it_only_if_it_uses_one() -> None:
+    ask = [{"role": "user", "content": "Did team Rocket top the scores in seasons 2017, 2018 and 2019?"}]
+    first, second, third = (tc("player_status", team="Rocket", season=y) for y in (2017, 2018, 2019))
+    stray = tc("player_status", team="Rocket", season=2023)
+    # The model would end the turn after each call (another call: 0.1 % of its mass).
+    low = {"<tool_call>": 0.001, "": 0.999}
+    choices = {first: {"\n": 1.0}, first + "\n": low, first + "\n" + second: {"\n": 1.0},
+               first + "\n" + second + "\n": low, "\n".join([first, second, third]): {"": 1.0}}
+    for decisions, replies, seasons in (
+            (Decisions(more=0.25, cover=True), [first, first + "\n" + second, "\n".join([first, second, third])],
+             [2017, 2018, 2019]),
+            (Decisions(more=0.25), [first], [2017]),
+            (Decisions(more=0.25, cover=True), [first, first + "\n" + stray], [2017])):
+        backend = ScriptedBackend(replies, choices=choices)
+        result = Model(backend, family="qwen2.5").chat(ask, [player_status], decisions=decisions)
+        assert [c.arguments["season"] for c in result.tool_calls] == seasons, decisions
+        covered = [d for d in result.decisions if d.point is DecisionPoint.COVER]
+        if decisions.cover:
+            assert covered[0].argument == "2018, 2019" and covered[0].calls == 1
+            assert covered[0].taken is (seasons != [2017])
+        else:
+            assert covered == []
+    with pytest.raises(UsageError, match="true or false"):
+        Decisions.from_dict({"cover": 1})
+    assert Decisions.from_dict({"cover": True}).cover
+
+
 def test_distinct_leaves_out_a_repeated_call_and_says_which() -> None:
     reply = "\n".join([PARIS, LONDON, PARIS])
     result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ASK, [get_weather],
@@ -579,6 +650,73 @@ def test_copy_bias_goes_on_with_the_span_a_string_matches() -> None:
         assert bias('{"name": "lookup", "arguments": {"place": "' + so_far[:1]) == {}  # too short to tell
 
 
+def test_word_bias_finishes_a_word_the_string_stops_inside() -> None:
+    """A string that stops inside a word of the conversation, wherever it starts one there, gets
+    the rest of that word (letters, digits, or closing marks alone); one that ends a word at any
+    such place, goes on with other marks, ends in a space or starts no word gets nothing."""
+    from localtools.model._decide import CopyBias, cut_word
+
+    rng = random.Random(11)
+    stems = ["Christian", "Schism", "Tokyo", "Ferment", "Kinas", "Lovel"]
+    for _ in range(60):
+        word = rng.choice(stems) + rng.choice(["ity", "ation", "ace", "s2", "#", "++"])
+        filler = " ".join(rng.sample(["tell", "me", "about", "the", "history", "of", "please"], 4))
+        said = f"{filler} {word}{rng.choice(['', '.', '?', ','])} {filler}"
+        cut = rng.randint(1, len(word) - 1)
+        rest = word[cut:]
+        marks = not any(ch.isalnum() for ch in rest)
+        alike = (rest[0].isalpha() and word[cut - 1].isalpha()) or (rest[0].isdigit() and word[cut - 1].isdigit())
+        expected = [rest] if alike or marks else []
+        assert cut_word(word[:cut], said) == expected, (word, cut)
+        assert cut_word(word, said) == []  # the whole word: nothing to finish
+        bias = CopyBias(said, None, 5.0)
+        assert bias('{"topic": "' + word[:cut]) == dict.fromkeys(expected, 5.0)
+        assert bias('{"topic": "' + word[:cut] + '"') == {}  # closed: not inside a string
+        # Written elsewhere as a whole word too: the model may mean that one.
+        assert cut_word(word[:cut], said + " and " + word[:cut] + " alone") == []
+    for value, said in (("x", "the roots of x^2 + 1"), ("2023", "on 2023-06-01"), ("10", "the 10th of May"),
+                        ("Christian", "Christian's view"), ("New ", "New York"), ("ork", "New York"), ("", "anything")):
+        assert cut_word(value, said) == [], value
+    assert cut_word("C", "What key signature does C# major have?") == ["#"]
+    assert cut_word("C", "Is C++ or C# faster?") == ["++", "#"]
+    # A plural's ending is no cut; nor a value the tools' own text writes whole.
+    assert cut_word("bug", "report the bugs") == [] and cut_word("bu", "report the bugs") == ["gs"]
+    assert cut_word("asc", "sort it ascending") == ["ending"]
+    assert cut_word("asc", "sort it ascending", tools="'asc' for ascending order") == []
+
+
+def test_number_bias_goes_on_to_a_number_the_conversation_writes() -> None:
+    """A number the reply writes inside a call that so far starts one the conversation writes (as
+    written, without thousands' commas, times its scale word, a percentage as its fraction) gets
+    that number's next character, or its end where it is whole; a number no conversation number
+    starts, one in a string, or one in a text answer gets nothing."""
+    from localtools.model._decide import CopyBias, number_ahead, numbers_in
+
+    rng = random.Random(5)
+    scales = {"thousand": 10**3, "million": 10**6, "billion": 10**9}
+    for _ in range(60):
+        n = rng.randint(2, 999)
+        scale = rng.choice(list(scales))
+        said = f"Pay {n} {scale} over {rng.randint(1, 9)}% a year."
+        held = numbers_in(said)
+        whole = str(n * scales[scale])
+        assert {str(n), whole} <= held
+        for cut in range(1, len(whole)):
+            got = number_ahead('{"name": "pay", "arguments": {"amount": ' + whole[:cut], said)
+            assert whole[cut] in got, (said, cut, got)
+        ended = number_ahead('{"name": "pay", "arguments": {"amount": ' + whole, said)
+        assert {",", "}"} <= set(ended) and not any(ch.isdigit() for ch in ended)
+        assert number_ahead('{"amount": "' + whole[:2], said) == [] or '"' in whole  # in a string
+        assert CopyBias(said, None, None, 4.0)('{"amount": "' + whole[:2]) == {}
+    assert numbers_in("a loan of $400,000 at 4.5% for 1,250 days") >= {"400000", "4.5", "0.045", "1250"}
+    said = "between 2017, 2018 and 2019"
+    assert number_ahead('{"season": 20', said) == ["1"]
+    assert number_ahead('{"season": 2018', said) == [",", "}", "]", ")"]
+    assert number_ahead('{"season": 7', said) == []  # no conversation number starts with it
+    assert number_ahead("The season was 20", said) == []  # a text answer's number is the model's own
+    assert number_ahead("get(season=201", said) == ["7", "8", "9"]  # a call's keywords, too
+
+
 class _Biased(ScriptedBackend):
     """A scripted backend that takes a bias and keeps each one it was given (its script is the
     reply whatever the bias)."""
@@ -609,12 +747,21 @@ def test_the_copy_decision_biases_greedy_answers_under_the_grammar_only() -> Non
         backend = _Biased([reply])
         Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=decisions, temperature=temperature)
         (given,) = backend.biases
-        assert given == (CopyBias("Hours of the Louvre Museum?\nLouvre Museum: 9-18", 2.5) if biased else None)
+        # With the offered tools' own text, whose whole values are never cut words.
+        assert given == (CopyBias("Hours of the Louvre Museum?\nLouvre Museum: 9-18", 2.5, tools=json.dumps(
+            [get_weather.spec()], ensure_ascii=False)) if biased else None)
     # A backend that does not take one is never given one.
     assert Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [get_weather],
                                                                   decisions=Decisions(copy=2.5)).tool_calls
     with pytest.raises(UsageError, match="copy"):
         Decisions(copy=-1.0)
+    with pytest.raises(UsageError, match="word"):
+        Decisions(word=101.0)
+    # The word decision alone gives the bias too, with no span bonus.
+    backend = _Biased([reply])
+    Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(word=4.0))
+    (given,) = backend.biases
+    assert (given.bonus, given.word, given.number) == (None, 4.0, None) and '"get_weather"' in given.tools
 
 
 @tool
@@ -817,7 +964,8 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
 
     modes = [Mode("m", "llama-cpp", False), Mode("m", "llama-cpp", True)]
     args = argparse.Namespace(call_threshold=None, more_threshold=None, form_threshold=None, guess_threshold=None,
-                              copy_bonus=None, fit_threshold=None, lever=None, samples=None)
+                              copy_bonus=None, fit_threshold=None, word_bonus=None, number_bonus=None, lever=None,
+                              samples=None)
     with pytest.raises(UsageError, match="calibrate"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     loaded = Loaded()
@@ -825,7 +973,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     args.more_threshold = 0.4
     out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
     assert out[0] is modes[0] and [m.lever for m in out[1:]] == [
-        "greedy", "call>=0.3", "more>=0.4", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.3", "more>=0.4", "cover", "distinct", "ground", "samples=3", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
     args.lever = ["greedy", "all"]
@@ -856,7 +1004,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
     args.lever, args.samples = None, None
     assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
-        "greedy", "call>=0.6", "form>=0.001", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.6", "form>=0.001", "cover", "distinct", "ground", "samples=3", "all"]
     args.lever = ["more"]
     with pytest.raises(UsageError, match="--more-threshold"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
@@ -888,6 +1036,34 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
     assert main(["bench", "--fit-threshold", "0.9"]) == 2
     assert "apply to --levers" in capsys.readouterr().err
+    # The word and number levers stand on form, "more", guess and fit, each with its bonus.
+    args.lever, args.fit_threshold = ["word", "number", "all"], 0.9
+    with pytest.raises(UsageError, match="--number-bonus and --word-bonus"):
+        _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    args.word_bonus = 6.0
+    with pytest.raises(UsageError, match=r"pass --number-bonus$"):
+        _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
+    args.number_bonus = 3.0
+    assert [(m.lever, m.decisions) for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
+        ("word+6", Decisions(form=0.001, guess=0.75, fit=0.9, word=6.0)),
+        ("number+3", Decisions(form=0.001, guess=0.75, fit=0.9, number=3.0)),
+        ("all", Decisions(call=0.6, form=0.001, guess=0.75, fit=0.9, word=6.0, number=3.0, distinct=True,
+                          ground=True))]
+    for flag in ("--word-bonus", "--number-bonus"):
+        assert main(["bench", flag, "2"]) == 2
+        assert "apply to --levers" in capsys.readouterr().err
+    # The cover lever stands on form, "more", guess and fit; "all" covers where the model's defaults do.
+    args.lever, args.word_bonus, args.number_bonus = ["cover", "all"], None, None
+    assert [(m.lever, m.decisions) for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
+        ("cover", Decisions(form=0.001, guess=0.75, fit=0.9, cover=True)),
+        ("all", Decisions(call=0.6, form=0.001, guess=0.75, fit=0.9, distinct=True, ground=True))]
+    covering = Loaded()
+    covering.decisions = Decisions(more=0.1, cover=True)
+    calibration_path("m").unlink()
+    assert _lever_modes(args, modes, {("m", "llama-cpp"): covering})[-1].decisions == Decisions(
+        more=0.1, guess=0.75, fit=0.9, cover=True, distinct=True, ground=True)
+    calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
+    args.word_bonus = args.number_bonus = args.fit_threshold = None
     args.copy_bonus = args.guess_threshold = None
     # The cases the calibration was made on are never among those the levers are reported on.
     from localtools.bench._bfcl import Case

@@ -69,7 +69,12 @@ def add_parser(sub: Any) -> None:
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), guess (calls whose required values the conversation lacks, on a share under the "
                        "threshold, answered in text; with form and more), copy (a string goes on with the span of the "
-                       "conversation it matches, --copy-bonus; with form and more), fit (calls to a tool nothing in the "
+                       "conversation it matches, --copy-bonus; with form and more), word (a string cut inside a word of the "
+                       "conversation goes on to the word's end, --word-bonus; with form, more, guess and fit), number (a "
+                       "number goes on to one the conversation writes, --number-bonus; with form, more, guess and "
+                       "fit), cover (another call for values the user listed beside one a call used; with form, "
+                       "more, guess and fit), fit "
+                       "(calls to a tool nothing in the "
                        "conversation speaks of, on a share under --fit-threshold, answered in text; with form, more "
                        "and guess), distinct (a reply's repeated call left out), "
                        "ground (optional arguments the "
@@ -77,7 +82,7 @@ def add_parser(sub: Any) -> None:
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, guess, copy, fit, distinct, ground, samples, all")
+                       "greedy, call, more, form, guess, copy, word, number, cover, fit, distinct, ground, samples, all")
     bench.add_argument("--samples", type=int, action="append", metavar="N",
                        help="with --levers: the samples lever once per N (repeatable; default 3)")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
@@ -88,6 +93,11 @@ def add_parser(sub: Any) -> None:
                        "a guessed call is answered in text (with form and more)")
     bench.add_argument("--copy-bonus", type=float, metavar="B", help="with --levers: the logit bonus of a token that "
                        "goes on with the span of the conversation a string matches (with form and more)")
+    bench.add_argument("--word-bonus", type=float, metavar="B", help="with --levers: the logit bonus of the rest of "
+                       "a word of the conversation a string stops inside (with form, more, guess and fit)")
+    bench.add_argument("--number-bonus", type=float, metavar="B", help="with --levers: the logit bonus of the next "
+                       "digit or the end of a number the conversation writes that a number so far starts (with form, "
+                       "more, guess and fit)")
     bench.add_argument("--fit-threshold", type=float, metavar="P", help="with --levers: the call share under which "
                        "a call to a tool nothing in the conversation speaks of is answered in text (with form, more "
                        "and guess)")
@@ -216,7 +226,7 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 
 #: The levers --lever names.
-_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "fit", "distinct", "ground", "samples", "all")
+_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "fit", "distinct", "ground", "samples", "all")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -240,6 +250,8 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         guess = args.guess_threshold if args.guess_threshold is not None else own.guess
         copy = args.copy_bonus if args.copy_bonus is not None else own.copy
         fit = args.fit_threshold if args.fit_threshold is not None else own.fit
+        word = args.word_bonus if args.word_bonus is not None else own.word
+        number = args.number_bonus if args.number_bonus is not None else own.number
         if call is None and more is None and form is None and guess is None and fit is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
@@ -255,17 +267,24 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                      if copy is not None else {}),
                   **({"fit": [(f"fit<{fit:g}", Decisions(form=form, more=more, guess=guess, fit=fit))]}
                      if fit is not None else {}),
+                  **({"word": [(f"word+{word:g}", Decisions(form=form, more=more, guess=guess, fit=fit, word=word))]}
+                     if word is not None else {}),
+                  **({"number": [(f"number+{number:g}", Decisions(form=form, more=more, guess=guess, fit=fit,
+                                                                  number=number))]}
+                     if number is not None else {}),
+                  "cover": [("cover", Decisions(form=form, more=more, guess=guess, fit=fit, cover=True))],
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
-                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, distinct=True,
-                                            ground=True))]}
+                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, word=word,
+                                            number=number, cover=own.cover, distinct=True, ground=True))]}
         wanted = set(args.lever or ())
         if unknown := wanted - set(_LEVERS):
             raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected {', '.join(_LEVERS)}")
         if unset := sorted(wanted - set(levers)):
-            flag = "--copy-bonus" if unset[0] == "copy" else f"--{unset[0]}-threshold"
+            flags = [f"--{name}-bonus" if name in ("copy", "word", "number") else f"--{name}-threshold"
+                     for name in unset]
             raise UsageError(f"--lever {', '.join(unset)}: no threshold for {mode.model} (its calibration "
-                             f"found it best never taken); pass {flag}")
+                             f"found it best never taken, or it has none by default); pass {' and '.join(flags)}")
         out += [replace(mode, decisions=d, lever=label) for key, each in levers.items() if not wanted or key in wanted
                 for label, d in each]
     return out
@@ -275,9 +294,9 @@ def _decides(decisions: Any) -> str:
     """How a model's constrained mode decides, in a line."""
     if decisions is None or not decisions.active:
         return "greedy"
-    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy", "fit")
+    set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy", "fit", "word", "number")
             if getattr(decisions, k) is not None]
-    return "on " + ", ".join(set_ + [k for k in ("distinct", "ground") if getattr(decisions, k)])
+    return "on " + ", ".join(set_ + [k for k in ("cover", "distinct", "ground") if getattr(decisions, k)])
 
 
 def _apart_from_calibration(cases: list[Any], names: list[str]) -> list[Any]:
@@ -316,9 +335,9 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--peers-only needs at least one --peer")
     if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None
             or args.guess_threshold is not None or args.copy_bonus is not None or args.fit_threshold is not None
-            or args.samples) and not args.levers:
+            or args.word_bonus is not None or args.number_bonus is not None or args.samples) and not args.levers:
         raise UsageError("--call-threshold, --more-threshold, --form-threshold, --guess-threshold, --copy-bonus, "
-                         "--fit-threshold and --samples apply to --levers")
+                         "--fit-threshold, --word-bonus, --number-bonus and --samples apply to --levers")
     if any(n < 2 for n in args.samples or ()):
         raise UsageError(f"--samples takes 2 or more replies to vote, got {min(args.samples)}")
     if args.plot:

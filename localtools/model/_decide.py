@@ -26,8 +26,8 @@ from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
 __all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "asking", "branch_shares", "content_text",
-           "conversation_text", "fork", "grammar_branch", "grounded", "guessed", "open_string", "refusing", "said",
-           "telling", "unfit", "ungrounded", "ungrounded_items", "unheld"]
+           "conversation_text", "covers", "cut_word", "fork", "grammar_branch", "grounded", "guessed", "number_ahead", "numbers_in",
+           "open_string", "refusing", "said", "telling", "uncovered", "unfit", "ungrounded", "ungrounded_items", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -55,6 +55,10 @@ class DecisionPoint(StrEnum):
     #: Under tool_choice "auto": calls only to tools nothing in the conversation speaks of (``unfit``),
     #: made on a share under the ``fit`` threshold, answered in text instead.
     FIT = "fit"
+    #: After a reply's calls, under the ``more`` threshold: values the user listed beside one the
+    #: calls used that no call used (``uncovered``), so another call is written for them; not
+    #: taken when the call written used none of them.
+    COVER = "cover"
 
 
 @dataclass(frozen=True)
@@ -81,7 +85,16 @@ class Decisions:
     only (``CopyBias``; backends with ``Capabilities.biases``). ``fit``: under tool_choice "auto", a
     reply calling only tools that nothing in the conversation speaks of (``unfit``: no word of their name
     or description) and whose call share is under this threshold is answered in text, as a refused guess is
-    (a further call, on the share that added it, is left out).
+    (a further call, on the share that added it, is left out). ``word``: inside a string, where the
+    string so far stops inside a word of the conversation wherever it starts one there ("C" of "C#",
+    "Christian" of "Christianity"), the rest of that word gets this bonus (``cut_word``; greedy
+    picks, backends with ``Capabilities.biases``). ``number``: where a number the reply writes so far
+    starts one the conversation writes ("50 million" as 50000000, "5%" as 5 or 0.05), its next
+    digit or its end gets this bonus (``number_ahead``; greedy picks, the same backends).
+    ``cover``: where ``more`` would end the turn but the user listed values beside one the calls
+    used that no call used (``uncovered``: "seasons 2017, 2018 and 2019" after a call for 2017),
+    another call is written, and kept only when it uses one of them (``covers``) and ``more``'s
+    own judgement of a further call keeps it.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -95,6 +108,9 @@ class Decisions:
     guess: float | None = None
     copy: float | None = None
     fit: float | None = None
+    word: float | None = None
+    number: float | None = None
+    cover: bool = False
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -109,8 +125,10 @@ class Decisions:
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
-        if self.copy is not None and not 0.0 <= self.copy <= 100.0:
-            raise UsageError(f"Decisions.copy must be a logit bonus from 0 to 100 (or None), got {self.copy!r}")
+        for name in ("copy", "word", "number"):
+            value = getattr(self, name)
+            if value is not None and not 0.0 <= value <= 100.0:
+                raise UsageError(f"Decisions.{name} must be a logit bonus from 0 to 100 (or None), got {value!r}")
         if self.samples < 1 or not self.temperature > 0 or not 0 < self.top_p <= 1:
             raise UsageError(f"Decisions needs samples of at least 1, a temperature above 0 and top_p in (0, 1], got "
                              f"{self.samples}, {self.temperature}, {self.top_p}")
@@ -121,7 +139,8 @@ class Decisions:
     @property
     def active(self) -> bool:
         return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
-            self.copy is not None or self.fit is not None or self.distinct or self.ground or self.samples > 1
+            self.copy is not None or self.fit is not None or self.word is not None or \
+            self.number is not None or self.cover or self.distinct or self.ground or self.samples > 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
@@ -138,7 +157,7 @@ class Decisions:
 
 
 #: The settings of ``Decisions`` that are on or off.
-_SWITCHES = frozenset({"distinct", "ground"})
+_SWITCHES = frozenset({"cover", "distinct", "ground"})
 
 
 @dataclass(frozen=True)
@@ -609,22 +628,188 @@ _COPY_PLACES, _COPY_AHEAD = 4, 32
 
 @dataclass(frozen=True)
 class CopyBias:
-    """The copy decision as a ``Bias``: inside a string, where what the string holds so far is
-    written in ``conversation`` (exactly), the text that follows it there gets ``bonus``: "Louvre"
-    goes on to "Louvre Museum" when the user wrote that, where the model would have closed it."""
+    """The copy and word decisions as a ``Bias``: inside a string, where what the string holds so
+    far is written in ``conversation`` (exactly), the text that follows it there gets ``bonus``:
+    "Louvre" goes on to "Louvre Museum" when the user wrote that, where the model would have closed
+    it. ``word``: where every place the string so far starts a word at ends inside that word, the
+    rest of the word gets this bonus: "C" goes on to "C#", "Christian" to "Christianity".
+    ``number``: outside a string, where the number the reply is writing so far starts one the
+    conversation writes (``numbers_in``), that number's next character, or its end, gets this
+    bonus: "50 million" is written 50000000, not 500000000."""
 
     conversation: str
-    bonus: float
+    bonus: float | None
+    word: float | None = None
+    number: float | None = None
+    #: The offered tools' own text (names, descriptions, enums): a value it writes whole is not cut.
+    tools: str = ""
 
     def __call__(self, text: str) -> dict[str, float]:
         value = open_string(text)
-        if value is None or len(value.strip()) < _COPY_FROM:
+        if value is None:
+            return {} if self.number is None else dict.fromkeys(number_ahead(text, self.conversation), self.number)
+        if not value.strip():
             return {}
         out: dict[str, float] = {}
+        if self.word is not None:
+            out.update(dict.fromkeys(cut_word(value, self.conversation, self.tools), self.word))
+        if self.bonus is None or len(value.strip()) < _COPY_FROM:
+            return out
         at = self.conversation.find(value)
-        while at >= 0 and len(out) < _COPY_PLACES:
+        places = 0
+        while at >= 0 and places < _COPY_PLACES:
             ahead = self.conversation[at + len(value): at + len(value) + _COPY_AHEAD]
             if _WORD_NEXT.match(ahead):  # a word goes on; punctuation would end the span's sentence
-                out[ahead] = self.bonus
+                out[ahead] = max(out.get(ahead, self.bonus), self.bonus)
+                places += 1
             at = self.conversation.find(value, at + 1)
         return out
+
+
+#: A word's plural ending: the singular the model wrote is its own choice, not a cut word.
+_PLURALS = frozenset({"s", "es"})
+#: What may close a sentence after a word; not part of the word.
+_CLOSERS = ".,;:!?\"')]}"
+
+
+_SCALES = {"thousand": 10**3, "k": 10**3, "million": 10**6, "m": 10**6, "mn": 10**6, "billion": 10**9,
+           "bn": 10**9, "trillion": 10**12}
+_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:(%)|\s?(thousand|million|billion|trillion)\b|"
+                     r"(k|m|mn|bn)\b)?", re.IGNORECASE)
+#: A number the reply is writing, at its end, where a value starts (JSON or a call's keywords).
+_WRITING = re.compile(r"(?:^|[:=\[(,])\s*(-?\d+(?:\.\d*)?)$")
+#: What may follow a number in a call (JSON or a call's keywords); a grammar takes those it allows.
+_AFTER_NUMBER = (",", "}", "]", ")")
+
+
+@lru_cache(maxsize=32)
+def numbers_in(conversation: str) -> frozenset[str]:
+    """The numbers a conversation writes, as a call would: digits without their thousands'
+    commas ("$400,000" is 400000), times their scale word ("50 million" is 50000000, and 50 as
+    written), a percentage also as its fraction ("5%" is 5 and 0.05)."""
+    out: set[str] = set()
+    for m in _NUMBER.finditer(conversation):
+        whole, part, percent, word, short = m.groups()
+        written = whole.replace(",", "") + (part or "")
+        out.add(written)
+        scale = _SCALES.get((word or short or "").lower())
+        exact = float(written)
+        if scale is not None:
+            out.add(_plain_number(exact * scale))
+        if percent:
+            out.add(_plain_number(exact / 100))
+    return frozenset(out)
+
+
+def _plain_number(x: float) -> str:
+    """``x`` as a call writes it: an integer without a point, else the shortest decimal."""
+    if x == int(x) and abs(x) < 1e18:
+        return str(int(x))
+    return format(x, ".12f").rstrip("0").rstrip(".")
+
+
+def number_ahead(text: str, conversation: str) -> list[str]:
+    """Where ``text`` ends writing a number that starts one the conversation writes
+    (``numbers_in``): each such number's next character, or what may end a number where one is
+    whole. Empty elsewhere, and outside an object or a call's parentheses: a number in a text
+    answer is the model's own."""
+    m = _WRITING.search(text)
+    if m is None or (text.count("{") <= text.count("}") and text.count("(") <= text.count(")")):
+        return []
+    so_far = m.group(1).lstrip("-")
+    out: list[str] = []
+    for number in sorted(numbers_in(conversation)):
+        if number == so_far:
+            out += [end for end in _AFTER_NUMBER if end not in out]
+        elif number.startswith(so_far) and number[len(so_far)] not in out:
+            out.append(number[len(so_far)])
+    return out
+
+
+_NUM = r"-?\d+(?:\.\d+)?(?!\w|\.\d)"
+#: Capitalised words in a row (a name: "Paris", "New York"), not "I" alone.
+_NAME = r"(?!I\b)[A-Z][\w#+.-]*(?:[ \t]+[A-Z][\w#+.-]*)*"
+_JOIN = r"(?:\s*,)?\s+(?:and|or)\s+"
+#: Lists the user wrote: numbers joined by commas or "and"/"or" ("2017, 2018 and 2019", "15 or
+#: 20"); names joined by "and"/"or", with commas before the last join ("Paris, Lima and Cairo").
+_LISTS = (re.compile(rf"(?<![\w.]){_NUM}(?:(?:\s*,\s*(?:(?:and|or)\s+)?|{_JOIN}){_NUM})+", re.IGNORECASE),
+          re.compile(rf"(?<!\w){_NAME}(?:\s*,\s*{_NAME})*{_JOIN}{_NAME}"))
+_ITEMS = (re.compile(_NUM), re.compile(_NAME))
+_JOINED = re.compile(r"\s(?:and|or)\s", re.IGNORECASE)
+
+
+def _leaves(value: Any) -> list[str]:
+    """The strings and numbers of an argument's value (in its lists and objects), as text."""
+    if isinstance(value, Mapping):
+        return [leaf for v in value.values() for leaf in _leaves(v)]
+    if isinstance(value, list):
+        return [leaf for v in value for leaf in _leaves(v)]
+    if isinstance(value, bool) or value is None:
+        return []
+    text = _plain_number(float(value)) if isinstance(value, int | float) else str(value)
+    return [text.strip()] if text.strip() else []
+
+
+def uncovered(calls: Sequence[tuple[str, Mapping[str, Any]]], conversation: str) -> list[str]:
+    """Values of a list the conversation writes, one item of which the calls used, that no call
+    used: "seasons 2017, 2018 and 2019" after a call for 2017 leaves 2018 and 2019; "concerts
+    near Berlin and Paris" after one for Berlin leaves Paris. A list holds items alike: numbers,
+    or names (capitalised words), so "in Miami, Florida" or "Berlin and I" list nothing."""
+    used = [set(_words(leaf)) for _, arguments in calls for value in arguments.values() for leaf in _leaves(value)]
+    used = [u for u in used if u]
+
+    def called(item: str) -> bool:
+        # By words: "Washington D.C." in a call is the list's "Washington D.C" and "washington dc" too.
+        words = set(_words(item))
+        return any(words <= u or u <= words for u in used)
+
+    out: list[str] = []
+    for listed, item in zip(_LISTS, _ITEMS, strict=True):
+        for m in listed.finditer(conversation):
+            # A sentence's full stop is not part of its last name ("Paris."); an initialism's is ("D.C.").
+            items = [i.group()[:-1] if i.group().endswith(".") and "." not in i.group().split()[-1][:-1] else i.group()
+                     for i in item.finditer(m.group())]
+            if not _JOINED.search(m.group()) and len({len(i) for i in items}) > 1:
+                continue  # commas alone between unlike numbers: a date ("January 1, 2021"), not a list
+            if any(called(i) for i in items):
+                out += [i for i in items if not called(i) and i not in out]
+    return out
+
+
+def covers(calls: Sequence[tuple[str, Mapping[str, Any]]], values: Sequence[str]) -> bool:
+    """Whether ``calls`` use one of ``values`` (as a whole value, or every word of one)."""
+    wanted = [set(_words(v)) for v in values]
+    for _, arguments in calls:
+        for value in arguments.values():
+            for leaf in _leaves(value):
+                words = set(_words(leaf))
+                if any(w and w <= words for w in wanted):
+                    return True
+    return False
+
+
+def cut_word(value: str, conversation: str, tools: str = "") -> list[str]:
+    """The rest of the word ``value`` stops inside, where the conversation writes ``value`` at the
+    start of a word and every such place goes on inside one word: letters or digits ("Christian"
+    in "Christianity"; digits after digits), or a word's closing marks alone ("C" in "C#", "C++").
+    Empty where any place ends a word there, where a word goes on with other marks ("x" in "x^2",
+    "2023" in "2023-06-01") or with letters after a digit ("10" in "10th"), where ``value`` ends in
+    a space, or where it starts no word there; a plural's "s" is not a cut ("bug" of "bugs"), nor a
+    value ``tools`` (the offered tools' own text) writes whole ("asc" where "ascending" is said)."""
+    if not value or value[-1].isspace() or re.search(rf"(?<!\w){re.escape(value)}(?!\w)", tools):
+        return []
+    rests: list[str] = []
+    at = conversation.find(value)
+    while at >= 0:
+        if at == 0 or not conversation[at - 1].isalnum():
+            tail = conversation[at + len(value):]
+            end = next((i for i, ch in enumerate(tail) if ch.isspace()), len(tail))
+            rest = tail[:end].rstrip(_CLOSERS)
+            # Letters go on with letters, digits with digits: "10" of "10th" is a number, not a cut word.
+            alike = (rest[:1].isalpha() and value[-1].isalpha()) or (rest[:1].isdigit() and value[-1].isdigit())
+            if not rest or rest in _PLURALS or not (alike or not any(ch.isalnum() for ch in rest)):
+                return []
+            if rest not in rests:
+                rests.append(rest)
+        at = conversation.find(value, at + 1)
+    return rests

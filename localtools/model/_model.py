@@ -40,12 +40,14 @@ from ._decide import (
     asking,
     content_text,
     conversation_text,
+    covers,
     decide,
     distinct,
     fork,
     refusing,
     said,
     telling,
+    uncovered,
     ungrounded,
     ungrounded_items,
 )
@@ -532,8 +534,10 @@ class Model:
                                 reasoning=mode, answer_schema=answer_schema, forms=forms).barring(bars)
         run = _Decoding(self.backend, None if on_event is None else ReplyStream(fmt, on_event, stop, check), cancel,
                         temperature=temperature, top_p=top_p, seed=seed)
-        if decisions is not None and decisions.copy is not None and constrained and self.backend.capabilities.biases:
-            run.bias = CopyBias(said(messages), decisions.copy)
+        if decisions is not None and constrained and self.backend.capabilities.biases and \
+                (decisions.copy is not None or decisions.word is not None or decisions.number is not None):
+            run.bias = CopyBias(said(messages), decisions.copy, decisions.word, decisions.number,
+                                json.dumps(specs, ensure_ascii=False))
         whole, thought = fmt, ""
         if reasoning_budget is not None and mode:
             first = run.generate(prompt, grammar=fmt.reasoning_grammar() if constrained else None,
@@ -596,13 +600,16 @@ class Model:
                                      max_tokens=max_tokens, penalties=penalties)
             if chosen is not None:
                 later = partial(variant, only=chosen)
-        grounds = Grounds.of(messages, specs) if decisions.guess is not None or decisions.fit is not None else None
+        grounds = Grounds.of(messages, specs) if decisions.guess is not None or decisions.fit is not None or \
+            decisions.cover else None
         if grounds is not None:
             gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
                               max_tokens=max_tokens, penalties=penalties)
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, later, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
-                               judge=None if grounds is None else partial(_stranger, decisions, grounds))
+                               judge=None if grounds is None else partial(_stranger, decisions, grounds),
+                               cover=partial(uncovered, conversation=grounds.conversation)
+                               if grounds is not None and decisions.cover else None)
         gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
@@ -723,11 +730,14 @@ class Model:
                     thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
                     max_tokens: int, penalties: Sequence[float], parallel: bool,
                     judge: Callable[[list[tuple[str, dict[str, Any]]], float | None, int, str], Decision | None]
-                    | None) -> Generation:
+                    | None, cover: Callable[[list[tuple[str, dict[str, Any]]]], list[str]] | None = None
+                    ) -> Generation:
         """After a reply with calls: another call while the model's share for one reaches
         ``decisions.more`` (the turn decoded again with one more call required; a continuation
         that repeats one of its calls or runs out of tokens is not taken, nor one whose new calls
-        ``judge`` refuses on that share: a guess, or a tool nobody spoke of)."""
+        ``judge`` refuses on that share: a guess, or a tool nobody spoke of). Under the share,
+        ``cover`` names the values the user listed that no call used yet: another call is written
+        for them, kept only when it uses one."""
         if decisions.more is None or not parallel or not self.family.parallel or not whole.can_call:
             return gen
         most = min(decisions.max_calls, MAX_PARALLEL_CALLS)
@@ -744,7 +754,8 @@ class Model:
                 break
             made.append(decide(source, prompt, DecisionPoint.MORE, decisions.more, more.grammar, exact.grammar,
                                decisions, reply=at[0], text=at[1], calls=n, whole=gen.text))
-            if not made[-1].taken:
+            left = [] if made[-1].taken or cover is None else cover([(c.name, c.arguments) for c in calls])
+            if not made[-1].taken and not left:
                 break
             longer = None
             # Greedy, the next call is often the last one again: the repeat penalties (on the
@@ -762,8 +773,13 @@ class Model:
                     break
             if longer is None:
                 break  # the model had no new call to make: the reply it had stands
-            refused = None if judge is None else judge([(c.name, c.arguments) for c in tried[n:]], made[-1].share, n,
-                                                       gen.text)
+            added = [(c.name, c.arguments) for c in tried[n:]]
+            share = made[-1].share
+            if left:
+                made.append(Decision(DecisionPoint.COVER, share, None, covers(added, left), n, gen.text, ", ".join(left)))
+                if not made[-1].taken:
+                    break  # the call written was not for what the user listed
+            refused = None if judge is None else judge(added, share, n, gen.text)
             if refused is not None:
                 made.append(refused)
                 break
