@@ -688,12 +688,14 @@ def test_word_bias_finishes_a_word_the_string_stops_inside() -> None:
 def test_number_bias_goes_on_to_a_number_the_conversation_writes() -> None:
     """A number the reply writes inside a call that so far starts one the conversation writes (as
     written, without thousands' commas, times its scale word, a percentage as its fraction) gets
-    that number's next character, or its end where it is whole; a number no conversation number
+    that number's next character; where it is whole and no such number goes on, the digits and
+    the point are held back (however the grammar ends it); a number no conversation number
     starts, one in a string, or one in a text answer gets nothing."""
     from localtools.model._decide import CopyBias, number_ahead, numbers_in
 
     rng = random.Random(5)
     scales = {"thousand": 10**3, "million": 10**6, "billion": 10**9}
+    held_back = dict.fromkeys("0123456789.", -1.0)
     for _ in range(60):
         n = rng.randint(2, 999)
         scale = rng.choice(list(scales))
@@ -703,18 +705,20 @@ def test_number_bias_goes_on_to_a_number_the_conversation_writes() -> None:
         assert {str(n), whole} <= held
         for cut in range(1, len(whole)):
             got = number_ahead('{"name": "pay", "arguments": {"amount": ' + whole[:cut], said)
-            assert whole[cut] in got, (said, cut, got)
-        ended = number_ahead('{"name": "pay", "arguments": {"amount": ' + whole, said)
-        assert {",", "}"} <= set(ended) and not any(ch.isdigit() for ch in ended)
-        assert number_ahead('{"amount": "' + whole[:2], said) == [] or '"' in whole  # in a string
+            # Where what is written so far is a number of its own too ("6" of "6%"), the model chooses.
+            assert got == {} if whole[:cut] in held else got.get(whole[cut]) == 1.0, (said, cut, got)
+        assert number_ahead('{"name": "pay", "arguments": {"amount": ' + whole, said) == held_back
+        assert CopyBias(said, None, None, 4.0)('{"amount": ' + whole) == dict.fromkeys("0123456789.", -4.0)
+        assert number_ahead('{"amount": "' + whole[:2], said) == {}  # in a string
         assert CopyBias(said, None, None, 4.0)('{"amount": "' + whole[:2]) == {}
     assert numbers_in("a loan of $400,000 at 4.5% for 1,250 days") >= {"400000", "4.5", "0.045", "1250"}
-    said = "between 2017, 2018 and 2019"
-    assert number_ahead('{"season": 20', said) == ["1"]
-    assert number_ahead('{"season": 2018', said) == [",", "}", "]", ")"]
-    assert number_ahead('{"season": 7', said) == []  # no conversation number starts with it
-    assert number_ahead("The season was 20", said) == []  # a text answer's number is the model's own
-    assert number_ahead("get(season=201", said) == ["7", "8", "9"]  # a call's keywords, too
+    said = "between 2017, 2018 and 2019, or 5 and 50"
+    assert number_ahead('{"season": 20', said) == {"1": 1.0}
+    assert number_ahead('{"season": 2018', said) == held_back
+    assert number_ahead('{"n": 5', said) == {}  # 5 and 50: the model chooses
+    assert number_ahead('{"season": 7', said) == {}  # no conversation number starts with it
+    assert number_ahead("The season was 20", said) == {}  # a text answer's number is the model's own
+    assert number_ahead("get(season=201", said) == {"7": 1.0, "8": 1.0, "9": 1.0}  # a call's keywords, too
 
 
 class _Biased(ScriptedBackend):

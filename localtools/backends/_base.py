@@ -141,7 +141,8 @@ class Parting:
 
 class Bias(Protocol):
     """Logit bonuses for a greedy reply's next token: given the reply's text so far, the texts it
-    may go on with, each with the bonus the first token of that text gets."""
+    may go on with, each with the bonus the first token of that text gets (a negative one holds
+    that token back)."""
 
     def __call__(self, text: str) -> Mapping[str, float]: ...
 

@@ -634,8 +634,9 @@ class CopyBias:
     it. ``word``: where every place the string so far starts a word at ends inside that word, the
     rest of the word gets this bonus: "C" goes on to "C#", "Christian" to "Christianity".
     ``number``: outside a string, where the number the reply is writing so far starts one the
-    conversation writes (``numbers_in``), that number's next character, or its end, gets this
-    bonus: "50 million" is written 50000000, not 500000000."""
+    conversation writes (``numbers_in``), that number's next character gets this bonus; where it
+    is whole and none goes on, a digit or point loses it: "50 million" is written 50000000, not
+    500000000."""
 
     conversation: str
     bonus: float | None
@@ -647,7 +648,9 @@ class CopyBias:
     def __call__(self, text: str) -> dict[str, float]:
         value = open_string(text)
         if value is None:
-            return {} if self.number is None else dict.fromkeys(number_ahead(text, self.conversation), self.number)
+            if self.number is None:
+                return {}
+            return {ahead: sign * self.number for ahead, sign in number_ahead(text, self.conversation).items()}
         if not value.strip():
             return {}
         out: dict[str, float] = {}
@@ -678,8 +681,8 @@ _NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:(%)|\s?(thou
                      r"(k|m|mn|bn)\b)?", re.IGNORECASE)
 #: A number the reply is writing, at its end, where a value starts (JSON or a call's keywords).
 _WRITING = re.compile(r"(?:^|[:=\[(,])\s*(-?\d+(?:\.\d*)?)$")
-#: What may follow a number in a call (JSON or a call's keywords); a grammar takes those it allows.
-_AFTER_NUMBER = (",", "}", "]", ")")
+#: What goes on with a number: a digit, its point.
+_GOES_ON = tuple("0123456789.")
 
 
 @lru_cache(maxsize=32)
@@ -708,22 +711,23 @@ def _plain_number(x: float) -> str:
     return format(x, ".12f").rstrip("0").rstrip(".")
 
 
-def number_ahead(text: str, conversation: str) -> list[str]:
+def number_ahead(text: str, conversation: str) -> dict[str, float]:
     """Where ``text`` ends writing a number that starts one the conversation writes
-    (``numbers_in``): each such number's next character, or what may end a number where one is
-    whole. Empty elsewhere, and outside an object or a call's parentheses: a number in a text
-    answer is the model's own."""
+    (``numbers_in``): each such number's next character (+1); where the number so far is whole
+    and no longer one goes on from it, a digit or a point (-1), so that it ends where the
+    conversation's does, in whatever way the grammar and the model end it (a comma for another key is not pushed
+    over a closing brace). Empty elsewhere, and outside an object or a call's parentheses: a
+    number in a text answer is the model's own."""
     m = _WRITING.search(text)
     if m is None or (text.count("{") <= text.count("}") and text.count("(") <= text.count(")")):
-        return []
+        return {}
     so_far = m.group(1).lstrip("-")
-    out: list[str] = []
-    for number in sorted(numbers_in(conversation)):
-        if number == so_far:
-            out += [end for end in _AFTER_NUMBER if end not in out]
-        elif number.startswith(so_far) and number[len(so_far)] not in out:
-            out.append(number[len(so_far)])
-    return out
+    numbers = numbers_in(conversation)
+    ahead = {n[len(so_far)]: 1.0 for n in sorted(numbers) if len(n) > len(so_far) and n.startswith(so_far)}
+    if so_far in numbers:
+        # Whole here and longer there ("5" and "50"): the model's to choose.
+        return {} if ahead else dict.fromkeys(_GOES_ON, -1.0)
+    return ahead
 
 
 _NUM = r"-?\d+(?:\.\d+)?(?!\w|\.\d)"
