@@ -594,6 +594,45 @@ def test_a_bias_moves_greedy_picks_to_the_text_it_favours(backend_name: str) -> 
 
 
 @tool
+def pay(payee: str, amount: int) -> str:
+    """Pay an amount to a payee."""
+    return payee
+
+
+@tool
+def key_signature(key: str) -> str:
+    """The key signature of a musical key."""
+    return key
+
+
+@pytest.mark.model
+@pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
+def test_number_and_word_decisions_hold_on_real_weights(backend_name: str) -> None:
+    """On real weights, under the grammar: with the number decision every number a call writes
+    that starts one of the conversation's is one of them (its digits held back where it is
+    whole); with the word decision no string stops inside a word the user wrote."""
+    from conftest import load_once
+
+    from localtools.model._decide import cut_word, numbers_in
+
+    model = load_once("smollm2-135m", backend_name)
+    for n, scale in ((50, "million"), (3, "thousand"), (120, "billion")):
+        said = f"Pay {n} {scale} dollars to Ada."
+        result = model.chat([{"role": "user", "content": said}], [pay], tool_choice="required",
+                            decisions=Decisions(number=100.0), max_tokens=60)
+        (call,) = result.tool_calls
+        written = str(call.arguments["amount"])
+        if any(h.startswith(written[:1]) for h in numbers_in(said)):
+            assert written in numbers_in(said), (said, written)
+    for key in ("C#", "F#", "Bb"):
+        said = f"What key signature does {key} major have?"
+        result = model.chat([{"role": "user", "content": said}], [key_signature], tool_choice="required",
+                            decisions=Decisions(word=100.0), max_tokens=40)
+        (call,) = result.tool_calls
+        assert cut_word(call.arguments["key"], said) == [], (said, call.arguments)
+
+
+@tool
 def find_books(genre: str, author: str | None = None, max_results: int = 10, in_stock: bool = False) -> str:
     """Books of a genre."""
     return genre
