@@ -889,6 +889,9 @@ def test_ground_reads_an_optional_argument_as_the_conversation_speaks_of_it() ->
     (7, "show me 5 of them", False), (10, "", True),  # 10 is the default
     ("New York", "weather in new  york?", True), ("Boston", "weather in new york?", False),
     (["a", "b"], "a and b", True), (["a", "c"], "a and b", False), (False, "", True), (True, "in stock", False),
+    # Numbers as the conversation writes them: thousands' commas, a scale word, a percentage's fraction.
+    (400000, "a loan of $400,000", True), (50000000, "a payout of 50 million USD", True), (0.04, "at 4% a year", True),
+    (500000000, "a payout of 50 million USD", False), (0.4, "at 4% a year", False),
 ])
 def test_what_grounds_a_value(value: Any, said: str, kept: bool) -> None:
     from localtools.model._decide import conversation_text, grounded

@@ -282,8 +282,9 @@ def _plain(text: str) -> str:
 
 def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
     """Whether an argument's ``value`` is grounded: the schema's default, or written in
-    ``conversation`` (``_plain`` text; strings case- and spacing-blind, numbers as written, every
-    item of a list or object). A boolean has no words of its own: only its default grounds it."""
+    ``conversation`` (``_plain`` text; strings case- and spacing-blind, numbers as written or as
+    ``numbers_in`` reads them: "$400,000", "50 million", "4%" as 0.04; every item of a list or
+    object). A boolean has no words of its own: only its default grounds it."""
     if isinstance(schema, Mapping) and "default" in schema and schema["default"] == value:
         return True
     if isinstance(value, bool) or value is None:
@@ -294,7 +295,8 @@ def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
         forms = {repr(value), f"{value:g}"} | ({str(int(value))} if float(value).is_integer() else set())
         # A whole number as written: 3 is not in "35.5", nor 5 in "2.5"; or in words ("two tickets").
         return any(re.search(rf"(?<![\d.]){re.escape(form)}(?!\.?\d)", conversation) for form in forms) or \
-            (float(value).is_integer() and any(_NUMBER_WORDS.get(w) == value for w in _words(conversation)))
+            (float(value).is_integer() and any(_NUMBER_WORDS.get(w) == value for w in _words(conversation))) or \
+            _plain_number(float(value)) in numbers_in(conversation)
     items = schema.get("items", {}) if isinstance(schema, Mapping) else {}
     if isinstance(value, list):
         return bool(value) and all(grounded(v, conversation, items if isinstance(items, Mapping) else {}) for v in value)
