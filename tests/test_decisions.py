@@ -221,6 +221,15 @@ def test_cover_writes_another_call_for_a_listed_value_and_keeps_it_only_if_it_us
             assert covered[0].taken is (seasons != [2017])
         else:
             assert covered == []
+    # Names are read as the user wrote them, capitals and all ("Berlin and Paris").
+    berlin, paris = tc("get_weather", city="Berlin"), tc("get_weather", city="Paris")
+    backend = ScriptedBackend([berlin, berlin + "\n" + paris],
+                              choices={berlin: {"\n": 1.0}, berlin + "\n": low, berlin + "\n" + paris: {"": 1.0}})
+    result = Model(backend, family="qwen2.5").chat([{"role": "user", "content": "Weather in Berlin and Paris?"}],
+                                                    [get_weather], decisions=Decisions(more=0.25, cover=True))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Berlin", "Paris"]
+    assert [(d.point, d.argument, d.taken) for d in result.decisions if d.point is DecisionPoint.COVER] == [
+        (DecisionPoint.COVER, "Paris", True)]
     with pytest.raises(UsageError, match="true or false"):
         Decisions.from_dict({"cover": 1})
     assert Decisions.from_dict({"cover": True}).cover

@@ -96,8 +96,8 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--word-bonus", type=float, metavar="B", help="with --levers: the logit bonus of the rest of "
                        "a word of the conversation a string stops inside (with form, more, guess and fit)")
     bench.add_argument("--number-bonus", type=float, metavar="B", help="with --levers: the logit bonus of the next "
-                       "digit or the end of a number the conversation writes that a number so far starts (with form, "
-                       "more, guess and fit)")
+                       "digit of a number the conversation writes that a number so far starts, and the penalty of a "
+                       "digit after a whole one (with form, more, guess and fit)")
     bench.add_argument("--fit-threshold", type=float, metavar="P", help="with --levers: the call share under which "
                        "a call to a tool nothing in the conversation speaks of is answered in text (with form, more "
                        "and guess)")

@@ -90,7 +90,8 @@ class Decisions:
     "Christian" of "Christianity"), the rest of that word gets this bonus (``cut_word``; greedy
     picks, backends with ``Capabilities.biases``). ``number``: where a number the reply writes so far
     starts one the conversation writes ("50 million" as 50000000, "5%" as 5 or 0.05), its next
-    digit or its end gets this bonus (``number_ahead``; greedy picks, the same backends).
+    digit gets this bonus, and where it is whole its digits lose it (``number_ahead``; greedy
+    picks, the same backends).
     ``cover``: where ``more`` would end the turn but the user listed values beside one the calls
     used that no call used (``uncovered``: "seasons 2017, 2018 and 2019" after a call for 2017),
     another call is written, and kept only when it uses one of them (``covers``) and ``more``'s
@@ -756,13 +757,18 @@ def _leaves(value: Any) -> list[str]:
     return [text.strip()] if text.strip() else []
 
 
+def _leaf_words(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[set[str]]:
+    """The words of each string and number the calls' arguments hold (``_leaves``), none empty."""
+    return [words for _, arguments in calls for value in arguments.values() for leaf in _leaves(value)
+            if (words := set(_words(leaf)))]
+
+
 def uncovered(calls: Sequence[tuple[str, Mapping[str, Any]]], conversation: str) -> list[str]:
     """Values of a list the conversation writes, one item of which the calls used, that no call
     used: "seasons 2017, 2018 and 2019" after a call for 2017 leaves 2018 and 2019; "concerts
     near Berlin and Paris" after one for Berlin leaves Paris. A list holds items alike: numbers,
     or names (capitalised words), so "in Miami, Florida" or "Berlin and I" list nothing."""
-    used = [set(_words(leaf)) for _, arguments in calls for value in arguments.values() for leaf in _leaves(value)]
-    used = [u for u in used if u]
+    used = _leaf_words(calls)
 
     def called(item: str) -> bool:
         # By words: "Washington D.C." in a call is the list's "Washington D.C" and "washington dc" too.
@@ -784,14 +790,8 @@ def uncovered(calls: Sequence[tuple[str, Mapping[str, Any]]], conversation: str)
 
 def covers(calls: Sequence[tuple[str, Mapping[str, Any]]], values: Sequence[str]) -> bool:
     """Whether ``calls`` use one of ``values`` (as a whole value, or every word of one)."""
-    wanted = [set(_words(v)) for v in values]
-    for _, arguments in calls:
-        for value in arguments.values():
-            for leaf in _leaves(value):
-                words = set(_words(leaf))
-                if any(w and w <= words for w in wanted):
-                    return True
-    return False
+    wanted = [w for w in (set(_words(v)) for v in values) if w]
+    return any(w <= words for words in _leaf_words(calls) for w in wanted)
 
 
 def cut_word(value: str, conversation: str, tools: str = "") -> list[str]:

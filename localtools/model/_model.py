@@ -608,8 +608,8 @@ class Model:
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, later, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
                                judge=None if grounds is None else partial(_stranger, decisions, grounds),
-                               cover=partial(uncovered, conversation=grounds.conversation)
-                               if grounds is not None and decisions.cover else None)
+                               # The words as written: a list of names is read by its capitals.
+                               cover=partial(uncovered, conversation=said(messages)) if decisions.cover else None)
         gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
