@@ -1636,3 +1636,26 @@ def test_a_streamed_turn_never_parts() -> None:
     assert isinstance(done, TurnDone) and [c.arguments["city"] for c in done.result.tool_calls] == ["Paris"]
     assert backend.continued == [0, len("```json\n")]
     assert done.result.completion_tokens == len(FENCE_PARIS) + len(listed + "]\n```") - len("```json\n")
+
+
+@pytest.mark.parametrize("stated", ["Default is {}.", "Defaults to {}.", "default value is {}", "Default {}",
+                                    "(default to {})", "Default: {}", "The default is {} if not given."])
+@pytest.mark.parametrize(("value", "written", "other"), [
+    (52, "52", 53), (3.5, "3.5", 3.0), (False, "false", True), (True, "True", False), ("high", "'high'", "low"),
+    ("fasta", '"fasta"', "genbank"), ("English", "English", "French"), (0, "0", False),
+])
+def test_a_default_the_description_states_grounds_its_value(stated: str, value: Any, written: str, other: Any) -> None:
+    """Tools written for prompts state a default in words ("Default is 52"), not as ``default``:
+    that value is grounded though the user never says it, any other value is not, and a boolean is
+    never taken for a number (False is not 0)."""
+    from localtools.model._decide import conversation_text, grounded, guessed
+
+    prop = {"description": "How many. " + stated.format(written)}
+    schema = {"type": "object", "properties": {"n": prop}, "required": ["n"]}
+    said = conversation_text([{"role": "user", "content": "What are the odds of a full house?"}])
+    assert grounded(value, said, prop)
+    assert not grounded(other, said, prop), other
+    assert not grounded(value, said, {"description": "How many."})
+    # A call whose only required value is the stated default is no guess; any other value is one.
+    assert not guessed([("f", {"n": value})], {"f": schema}, said)
+    assert guessed([("f", {"n": other})], {"f": schema}, said) is not isinstance(other, bool)

@@ -288,6 +288,8 @@ def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
     object). A boolean has no words of its own: only its default grounds it."""
     if isinstance(schema, Mapping) and "default" in schema and schema["default"] == value:
         return True
+    if isinstance(schema, Mapping) and _same(value, stated_default(schema.get("description"))):
+        return True
     if isinstance(value, bool) or value is None:
         return False
     if isinstance(value, str):
@@ -304,6 +306,48 @@ def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
     if isinstance(value, dict):
         props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
         return bool(value) and all(grounded(v, conversation, props.get(k, {})) for k, v in value.items())
+    return False
+
+
+#: "Default is 52", "Defaults to false", "default value is 'high'", "(default to 'fasta')": the
+#: default a description states in words, quoted or one bare word or number.
+_STATED_DEFAULT = re.compile(
+    r"\bdefaults?(?:\s+value)?(?:\s+(?:is|to|of))?\s*[:=]?\s*(?:'([^']*)'|\"([^\"]*)\"|(-?\d+(?:\.\d+)?(?![\w.]\w)|[\w+-]+))",
+    re.IGNORECASE)
+
+
+@lru_cache(maxsize=256)
+def _stated(description: str) -> tuple[str, ...]:
+    return tuple(next(g for g in m.groups() if g is not None) for m in _STATED_DEFAULT.finditer(description))
+
+
+def stated_default(description: Any) -> tuple[Any, ...]:
+    """The defaults a ``description`` states in words (tools written for prompts say "Default is
+    52" rather than ``"default": 52``), each read as JSON reads it where it can (52, false, null),
+    else as the text it is."""
+    if not isinstance(description, str):
+        return ()
+    out: list[Any] = []
+    for text in _stated(description):
+        try:
+            out.append(json.loads(text.lower() if text.lower() in ("true", "false", "null") else text))
+        except ValueError:
+            out.append(text)
+    return tuple(out)
+
+
+def _same(value: Any, candidates: Sequence[Any]) -> bool:
+    """Whether ``value`` is one of ``candidates``, a boolean only as a boolean (True is not 1) and
+    a string case- and spacing-blind."""
+    for other in candidates:
+        if isinstance(value, bool) or isinstance(other, bool):
+            if isinstance(value, bool) and isinstance(other, bool) and value == other:
+                return True
+        elif isinstance(value, str) and isinstance(other, str):
+            if value.strip() and _plain(value) == _plain(other):
+                return True
+        elif isinstance(value, int | float) and isinstance(other, int | float) and value == other:
+            return True
     return False
 
 
