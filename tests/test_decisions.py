@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -1210,18 +1211,27 @@ def test_a_probe_reads_the_replies_of_every_form() -> None:
     assert replay(p, 0.5, 0.5, 0.0) == [("get_weather", {"city": "Paris"})] == replay(p, 0.5, 0.2, 0.01)
 
 
-@pytest.mark.parametrize(("drawn", "winner"), [
-    ([LONDON, LONDON], "London"),      # two of three agree on another call
-    ([LONDON, "It is sunny."], "Paris"),  # no majority: the first reply stands
-    ([PARIS, LONDON], "Paris"),
+@pytest.mark.parametrize(("samples", "drawn", "winner", "replies"), [
+    (3, [LONDON, LONDON], "London", 3),      # two of three agree on another call
+    (3, [LONDON, "It is sunny."], "Paris", 3),  # no majority: the first reply stands
+    (3, [PARIS, LONDON], "Paris", 2),  # two agree: the third could not change the vote, it is not drawn
+    (5, [PARIS, PARIS, LONDON, LONDON], "Paris", 3),
+    (5, [LONDON, PARIS, LONDON, LONDON], "London", 5),
+    (5, [LONDON, LONDON, LONDON, PARIS], "London", 4),
 ])
-def test_samples_vote_on_their_calls(drawn: list[str], winner: str) -> None:
+def test_samples_vote_on_their_calls(samples: int, drawn: list[str], winner: str, replies: int) -> None:
     backend = ScriptedBackend([PARIS, *drawn])
-    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(samples=3, temperature=0.8))
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather],
+                                                   decisions=Decisions(samples=samples, temperature=0.8))
     assert [c.arguments["city"] for c in result.tool_calls] == [winner]
     (vote,) = result.decisions
-    assert vote.point is DecisionPoint.VOTE and vote.calls == 3 and vote.taken is (winner != "Paris")
-    assert result.attempts == 3 and backend.grammars[1] is backend.grammars[0]
+    assert vote.point is DecisionPoint.VOTE and vote.calls == replies and vote.taken is (winner != "Paris")
+    assert result.attempts == replies and backend.grammars[1] is backend.grammars[0]
+    # Stopping early never changes the winner: every draw the vote left out, counted for the loser,
+    # still leaves it behind.
+    everyone = [PARIS, *drawn]
+    tally = Counter(everyone)
+    assert tally[PARIS if winner == "Paris" else LONDON] == max(tally.values())
 
 
 def test_a_streamed_turn_is_not_voted_on() -> None:
@@ -1311,7 +1321,16 @@ def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: 
     (tmp_path / f"{default_model()}.json").write_text(json_.dumps({"decisions": {"call": 0.6}}))
     monkeypatch.setattr(load_module, "resolve_model", lambda name, download=True: (tmp_path / "m.gguf", None))
     monkeypatch.setattr(load_module, "backend_class", lambda name: lambda path, **kw: ScriptedBackend([]))
-    assert load_module.load(decisions="calibrated", family="qwen2.5").decisions == Decisions(call=0.6)
+    mine = load_module.load(decisions="calibrated", family="qwen2.5").decisions
+    catalog = load_module.catalog_decisions(default_model())
+    assert mine is not None and catalog is not None and catalog.word is not None and catalog.ground
+    # The calibrated thresholds replace the catalog's, every one the file holds; the settings
+    # calibrate does not choose (ground, word, number, cover) stay the catalog's.
+    assert (mine.call, mine.more, mine.form, mine.guess, mine.fit) == (0.6, None, None, None, None)
+    assert (mine.word, mine.number, mine.cover, mine.ground) == (catalog.word, catalog.number, catalog.cover, True)
+    # A model the catalog does not list: the file alone.
+    (tmp_path / "mine.json").write_text(json_.dumps({"decisions": {"call": 0.6, "distinct": True}}))
+    assert load_module.resolve_decisions("calibrated", "mine") == Decisions(call=0.6, distinct=True)
     # Unasked, the catalog's thresholds; never the calibration's call threshold.
     assert load_module.load(family="qwen2.5").decisions == load_module.catalog_decisions(default_model())
     assert load_module.load(decisions="greedy", family="qwen2.5").decisions is None

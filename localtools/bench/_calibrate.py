@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .._errors import LocalToolsError
-from ..model._decide import DecisionPoint, Decisions, Grounds
+from ..model._decide import CALIBRATED, DecisionPoint, Decisions, Grounds
 from ..model._model import Model
 from ._bfcl import Case, sample
 from ._checker import check_calls
@@ -271,6 +271,6 @@ def call_curve(probes: Sequence[Probe], cases: Iterable[Case],
 def write_calibration(path: Path, decisions: Decisions, meta: dict[str, Any], rows: list[dict[str, Any]],
                       probes: Sequence[Probe], curve: Sequence[dict[str, Any]] = ()) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in ("call", "more", "form", "guess", "fit", "distinct")},
+    body = {"decisions": {k: v for k, v in asdict(decisions).items() if k in CALIBRATED},
             "meta": meta, "grid": rows, "curve": list(curve), "probes": [asdict(p) for p in probes]}
     path.write_text(json.dumps(body, indent=1), encoding="utf-8")

@@ -25,7 +25,7 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "asking", "branch_shares", "content_text",
+__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "asking", "branch_shares", "content_text",
            "conversation_text", "covers", "cut_word", "fork", "grammar_branch", "grounded", "guessed", "number_ahead", "numbers_in",
            "open_string", "refusing", "said", "telling", "uncovered", "unfit", "ungrounded", "ungrounded_items", "unheld"]
 
@@ -155,6 +155,11 @@ class Decisions:
                 raise UsageError(f"decision setting {key} takes {'true or false' if switch else 'a number'}, got "
                                  f"{value!r}")
         return cls(**dict(data))
+
+
+#: The settings ``localtools calibrate`` chooses (the ones its probes replay); a calibration
+#: file holds these and nothing else.
+CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 
 #: The settings of ``Decisions`` that are on or off.

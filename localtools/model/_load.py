@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Literal
 
@@ -12,7 +13,7 @@ from .._errors import ModelError, UsageError
 from ..backends import BACKENDS, ENGINES, backend_class
 from ..backends._remote import RemoteBackend
 from ..host._catalog import cache_dir, catalog, default_model, resolve_model
-from ._decide import Decisions
+from ._decide import CALIBRATED, Decisions
 from ._model import Model
 
 __all__ = ["BACKENDS", "ENGINES", "backend_class", "calibrated", "calibration_path", "catalog_decisions", "load",
@@ -58,7 +59,11 @@ def resolve_decisions(decisions: Decisions | str | None, model: str | None, *, f
         if found is None:
             raise UsageError(f"no calibrated thresholds for {name}: run `localtools calibrate {name}` first "
                              f"(they are kept at {calibration_path(name)})")
-        return found
+        # calibrate chooses only the thresholds its probes can replay; the catalog's other settings
+        # (ground, word, number, cover...) stand, or calibrating would switch them off.
+        base = catalog_decisions(name, family) if template is None else None
+        return found if base is None else \
+            replace(base, **{key: getattr(found, key) for key in CALIBRATED})
     if decisions == "greedy":
         return None
     if decisions is None:

@@ -619,19 +619,26 @@ class Model:
         """Self-consistency: ``gen`` and ``decisions.samples - 1`` replies drawn under ``fmt``'s
         grammar vote on their calls (a set of call keys; "no call" is one answer); the most
         common answer wins, ``gen`` (then the earliest) breaking ties. A sample cut inside a call
-        does not vote. Not on a streamed turn: a drawn text answer would stream as it is written."""
+        does not vote. Drawing stops once no answer could catch the leading one with every draw
+        left (greedy and two draws that agree settle five): the same winner, fewer decodes. Not on
+        a streamed turn: a drawn text answer would stream as it is written."""
         if decisions.samples <= 1 or run.live is not None:
             return gen
 
-        replies = [gen]
+        def answer(reply: Generation) -> tuple[str, ...]:
+            return tuple(sorted(call_key(c.name, c.arguments) for c in whole.parse(reply.text).tool_calls))
+
+        replies, answers = [gen], [answer(gen)]
         for i in range(decisions.samples - 1):
+            counts = [*sorted(Counter(answers).values(), reverse=True), 0]
+            if counts[0] > counts[1] + (decisions.samples - 1 - i):
+                break
             drawn = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
                                  repeat_penalty=1.0, sampling={"temperature": decisions.temperature,
                                                                "top_p": decisions.top_p, "seed": i})
             if not (drawn.finish_reason == "length" and fmt.cut_inside_call(drawn.text)):
                 replies.append(drawn)
-        answers = [tuple(sorted(call_key(c.name, c.arguments) for c in whole.parse(r.text).tool_calls))
-                   for r in replies]
+                answers.append(answer(drawn))
         votes = Counter(answers)
         most = max(votes.values())
         chosen = replies[next(i for i, a in enumerate(answers) if votes[a] == most)]
