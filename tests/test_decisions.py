@@ -1011,6 +1011,7 @@ def test_the_call_curve_counts_calls_where_one_is_expected_and_where_none_is(tmp
 def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import argparse
+    from dataclasses import replace
 
     from localtools.bench import Mode
     from localtools.cli._bench import _lever_modes
@@ -1037,6 +1038,10 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     args.lever, args.samples = ["samples"], [3, 5, 3]
     assert [(m.lever, m.decisions.samples) for m in _lever_modes(args, modes, {("m", "llama-cpp"): loaded})[1:]] == [
         ("samples=3", 3), ("samples=5", 5)]
+    args.lever, args.samples = ["all", "all+samples"], [5]
+    out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
+    assert [m.lever for m in out[1:]] == ["all", "all+samples=5"]
+    assert out[-1].decisions == replace(out[-2].decisions, samples=5)
     from localtools.cli import main
 
     assert main(["bench", "--levers", "--samples", "1"]) == 2
@@ -1232,6 +1237,23 @@ def test_samples_vote_on_their_calls(samples: int, drawn: list[str], winner: str
     everyone = [PARIS, *drawn]
     tally = Counter(everyone)
     assert tally[PARIS if winner == "Paris" else LONDON] == max(tally.values())
+
+
+@tool
+def forecast(city: str, unit: str = "celsius") -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+@pytest.mark.parametrize("ground", [True, False])
+def test_samples_vote_on_the_calls_the_turn_would_give(ground: bool) -> None:
+    """Two draws for Paris, one with a unit nobody asked for: with ``ground`` they are one answer
+    (the unit would be left out) and outvote greedy's London; without it, three answers tie and
+    greedy's stands."""
+    paris, paris_unit = tc("forecast", city="Paris"), tc("forecast", city="Paris", unit="kelvin")
+    backend = ScriptedBackend([tc("forecast", city="London"), paris, paris_unit])
+    result = Model(backend, family="qwen2.5").chat(ASK, [forecast], decisions=Decisions(samples=3, ground=ground))
+    assert [c.arguments for c in result.tool_calls] == ([{"city": "Paris"}] if ground else [{"city": "London"}])
 
 
 def test_a_streamed_turn_is_not_voted_on() -> None:

@@ -78,13 +78,15 @@ def add_parser(sub: Any) -> None:
                        "conversation speaks of, on a share under --fit-threshold, answered in text; with form, more "
                        "and guess), distinct (a reply's repeated call left out), "
                        "ground (optional arguments the "
-                       "conversation never mentions left out), samples=N (N replies vote; --samples) and all of them but samples; "
+                       "conversation never mentions left out), samples=N (N replies vote; --samples), all of them but samples, "
+                       "and all+samples (all of them with samples=N); "
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, guess, copy, word, number, cover, fit, distinct, ground, samples, all")
+                       "greedy, call, more, form, guess, copy, word, number, cover, fit, distinct, ground, samples, all, "
+                       "all+samples")
     bench.add_argument("--samples", type=int, action="append", metavar="N",
-                       help="with --levers: the samples lever once per N (repeatable; default 3)")
+                       help="with --levers: the samples and all+samples levers once per N (repeatable; default 3)")
     bench.add_argument("--call-threshold", type=float, metavar="P", help="with --levers: the call-or-text threshold")
     bench.add_argument("--more-threshold", type=float, metavar="P", help="with --levers: the another-call threshold")
     bench.add_argument("--form-threshold", type=float, metavar="P", help="with --levers: the parallel-form threshold "
@@ -226,7 +228,8 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 
 #: The levers --lever names.
-_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "fit", "distinct", "ground", "samples", "all")
+_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "fit", "distinct", "ground", "samples", "all",
+           "all+samples")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -234,7 +237,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
     from dataclasses import replace
 
     from ..model._decide import Decisions
-    from ..model._load import calibrated
+    from ..model._load import calibrated, resolve_decisions
 
     out = []
     for mode in modes:
@@ -243,7 +246,8 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
             continue
         # The levers are measured on the thresholds `calibrate` wrote, asked for here by --levers itself,
         # else on the catalog's.
-        own = calibrated(mode.model) or models[mode.model, mode.backend].decisions or Decisions()
+        own = (resolve_decisions("calibrated", mode.model) if calibrated(mode.model) else None) or \
+            models[mode.model, mode.backend].decisions or Decisions()
         call = args.call_threshold if args.call_threshold is not None else own.call
         more = args.more_threshold if args.more_threshold is not None else own.more
         form = args.form_threshold if args.form_threshold is not None else own.form
@@ -255,6 +259,8 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
         if call is None and more is None and form is None and guess is None and fit is None:
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
+        every = Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, word=word, number=number,
+                          cover=own.cover, distinct=True, ground=True)
         # Each lever by the name --lever takes: its label in the results, and how it decides.
         # A threshold calibrate left unset (it found the decision best never taken) has no lever.
         levers = {"greedy": [("greedy", Decisions())],
@@ -275,8 +281,9 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                   "cover": [("cover", Decisions(form=form, more=more, guess=guess, fit=fit, cover=True))],
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
-                  "all": [("all", Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, word=word,
-                                            number=number, cover=own.cover, distinct=True, ground=True))]}
+                  "all": [("all", every)],
+                  "all+samples": [(f"all+samples={n}", replace(every, samples=n))
+                                  for n in dict.fromkeys(args.samples or [3])]}
         wanted = set(args.lever or ())
         if unknown := wanted - set(_LEVERS):
             raise UsageError(f"--lever {', '.join(sorted(unknown))}: not a lever; expected {', '.join(_LEVERS)}")
@@ -285,8 +292,9 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                      for name in unset]
             raise UsageError(f"--lever {', '.join(unset)}: no threshold for {mode.model} (its calibration "
                              f"found it best never taken, or it has none by default); pass {' and '.join(flags)}")
-        out += [replace(mode, decisions=d, lever=label) for key, each in levers.items() if not wanted or key in wanted
-                for label, d in each]
+        # all+samples costs the most and measures one question (does voting add to the rest?): asked for by name.
+        out += [replace(mode, decisions=d, lever=label) for key, each in levers.items()
+                if key in wanted or (not wanted and key != "all+samples") for label, d in each]
     return out
 
 

@@ -157,6 +157,35 @@ def _question(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+
+def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | None,
+             messages: Sequence[Mapping[str, Any]]) -> tuple[list[ToolCall], list[Decision]]:
+    """A reply's calls as the turn gives them: ``decisions.distinct`` leaves out a call's repeats,
+    ``decisions.ground`` the optional arguments (and a list's items) ``messages`` never mention;
+    with a decision for each thing left out."""
+    made: list[Decision] = []
+    if decisions is not None and decisions.distinct and len(calls) > 1:
+        kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
+        calls, made = [calls[i] for i in kept], [*made, *dropped]
+    if decisions is not None and decisions.ground and calls:
+        text, trimmed = conversation_text(messages), []
+        apart = telling([(c.name, c.arguments) for c in calls])
+        for call in calls:
+            schema = fmt.schemas.get(call.name) or {}
+            loose = [k for k in ungrounded(call.name, call.arguments, schema, text) if k not in apart[call.name]]
+            args = {k: v for k, v in call.arguments.items() if k not in loose}
+            extra = ungrounded_items(args, schema, text)
+            made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}")
+                             for key in loose),
+                    *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}/{i}")
+                      for key, at in extra.items() for i in at)]
+            for key, at in extra.items():
+                args[key] = [v for i, v in enumerate(args[key]) if i not in at]
+            trimmed.append(replace(call, arguments=args) if loose or extra else call)
+        calls = trimmed
+    return calls, made
+
+
 def _answer_prompt_seconds(run: _Decoding, gen: Generation, first: Generation | None) -> float:
     """The turn's prompt time: the thought's, and its answer's first generation's."""
     times = run.prompt_seconds or [gen.prompt_seconds]
@@ -564,7 +593,8 @@ class Model:
             gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
             voted: list[Decision] = []
             if decisions is not None and constrained:
-                gen = self._vote(run, prompt, fmt, whole, gen, decisions, voted, max_tokens=max_tokens)
+                gen = self._vote(run, prompt, fmt, whole, gen, decisions, voted, messages,
+                                 max_tokens=max_tokens)
             return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                                 decisions=decisions if constrained else None, made=voted, messages=messages)
 
@@ -610,12 +640,13 @@ class Model:
                                judge=None if grounds is None else partial(_stranger, decisions, grounds),
                                # The words as written: a list of names is read by its capitals.
                                cover=partial(uncovered, conversation=said(messages)) if decisions.cover else None)
-        gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, max_tokens=max_tokens)
+        gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, messages, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
 
     def _vote(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, whole: ReplyFormat, gen: Generation,
-              decisions: Decisions, made: list[Decision], *, max_tokens: int) -> Generation:
+              decisions: Decisions, made: list[Decision], messages: Sequence[Mapping[str, Any]], *,
+              max_tokens: int) -> Generation:
         """Self-consistency: ``gen`` and ``decisions.samples - 1`` replies drawn under ``fmt``'s
         grammar vote on their calls (a set of call keys; "no call" is one answer); the most
         common answer wins, ``gen`` (then the earliest) breaking ties. A sample cut inside a call
@@ -626,7 +657,10 @@ class Model:
             return gen
 
         def answer(reply: Generation) -> tuple[str, ...]:
-            return tuple(sorted(call_key(c.name, c.arguments) for c in whole.parse(reply.text).tool_calls))
+            # Compared as the turn would give them: a draw that differs only in an optional
+            # argument ground leaves out, or in a repeat, is the same answer.
+            calls, _ = _settled(whole.parse(reply.text).tool_calls, whole, decisions, messages)
+            return tuple(sorted(call_key(c.name, c.arguments) for c in calls))
 
         replies, answers = [gen], [answer(gen)]
         for i in range(decisions.samples - 1):
@@ -861,26 +895,9 @@ class Model:
         first = run.first if run.first is not gen else None
         latency = time.perf_counter() - run.started
         parsed = fmt.parse(raw)
-        parsed_content, calls = parsed.content, parsed.tool_calls
-        if decisions is not None and decisions.distinct and len(calls) > 1:
-            kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
-            calls, made = [calls[i] for i in kept], [*made, *dropped]
-        if decisions is not None and decisions.ground and calls:
-            text, trimmed = conversation_text(messages), []
-            apart = telling([(c.name, c.arguments) for c in calls])
-            for call in calls:
-                schema = fmt.schemas.get(call.name) or {}
-                loose = [k for k in ungrounded(call.name, call.arguments, schema, text) if k not in apart[call.name]]
-                args = {k: v for k, v in call.arguments.items() if k not in loose}
-                extra = ungrounded_items(args, schema, text)
-                made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}")
-                                 for key in loose),
-                        *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}/{i}")
-                          for key, at in extra.items() for i in at)]
-                for key, at in extra.items():
-                    args[key] = [v for i, v in enumerate(args[key]) if i not in at]
-                trimmed.append(replace(call, arguments=args) if loose or extra else call)
-            calls = trimmed
+        parsed_content = parsed.content
+        calls, settled = _settled(parsed.tool_calls, fmt, decisions, messages)
+        made = [*made, *settled]
         finish = "tool_calls" if calls else gen.finish_reason
         # A stop string of the request ended the answer: the backend cut it there, or it is in
         # the text the family's grammar wrote (a stop string never cuts a call).
