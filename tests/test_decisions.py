@@ -732,6 +732,14 @@ def test_word_bias_finishes_a_word_the_string_stops_inside() -> None:
     assert cut_word("bug", "report the bugs") == [] and cut_word("bu", "report the bugs") == ["gs"]
     assert cut_word("asc", "sort it ascending") == ["ending"]
     assert cut_word("asc", "sort it ascending", tools="'asc' for ascending order") == []
+    # The tool writing the value whole makes it an abbreviation only of a word that goes on with
+    # letters or digits: one that goes on with marks alone is another token the user chose.
+    examples = "The root of the scale, e.g., 'C', 'F#', 'Ab'."
+    for note in "CDEFGAB":
+        for sharp in ("#", "##", "+", "++"):
+            assert cut_word(note, f"What key signature does {note}{sharp} major have?", tools=examples) == [sharp]
+        assert cut_word(note, f"What key signature does {note}b major have?", tools=examples) == \
+            ([] if note in "CF" else ["b"])  # C and F (of "F#") the examples write whole
 
 
 def test_number_bias_goes_on_to_a_number_the_conversation_writes() -> None:
@@ -1030,7 +1038,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     args.more_threshold = 0.4
     out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
     assert out[0] is modes[0] and [m.lever for m in out[1:]] == [
-        "greedy", "call>=0.3", "more>=0.4", "cover", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.3", "more>=0.4", "cover", "percent", "distinct", "ground", "samples=3", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
     args.lever = ["greedy", "all"]
@@ -1065,7 +1073,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
     args.lever, args.samples = None, None
     assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
-        "greedy", "call>=0.6", "form>=0.001", "cover", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "distinct", "ground", "samples=3", "all"]
     args.lever = ["more"]
     with pytest.raises(UsageError, match="--more-threshold"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
@@ -1347,9 +1355,10 @@ def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: 
     catalog = load_module.catalog_decisions(default_model())
     assert mine is not None and catalog is not None and catalog.word is not None and catalog.ground
     # The calibrated thresholds replace the catalog's, every one the file holds; the settings
-    # calibrate does not choose (ground, word, number, cover) stay the catalog's.
+    # calibrate does not choose (ground, word, number, cover, percent) stay the catalog's.
     assert (mine.call, mine.more, mine.form, mine.guess, mine.fit) == (0.6, None, None, None, None)
-    assert (mine.word, mine.number, mine.cover, mine.ground) == (catalog.word, catalog.number, catalog.cover, True)
+    assert (mine.word, mine.number, mine.cover, mine.percent, mine.ground) == \
+        (catalog.word, catalog.number, catalog.cover, catalog.percent, True)
     # A model the catalog does not list: the file alone.
     (tmp_path / "mine.json").write_text(json_.dumps({"decisions": {"call": 0.6, "distinct": True}}))
     assert load_module.resolve_decisions("calibrated", "mine") == Decisions(call=0.6, distinct=True)
@@ -1700,3 +1709,56 @@ def test_a_default_the_description_states_grounds_its_value(stated: str, value: 
     # A call whose only required value is the stated default is no guess; any other value is one.
     assert not guessed([("f", {"n": value})], {"f": schema}, said)
     assert guessed([("f", {"n": other})], {"f": schema}, said) is not isinstance(other, bool)
+
+
+def test_a_percentage_the_user_wrote_is_a_fraction_unless_the_tool_takes_percentages() -> None:
+    """Generated: a rate the user writes as "N%" (or "N percent"), written N by the reply, is N/100
+    for a number argument whose name and description never speak of a percentage; it stands for
+    an integer, for a tool that takes percentages, where no place the user writes N near the
+    key's words is a percentage, and where N is also written plainly with no key word near."""
+    from localtools.model._decide import as_fraction
+
+    rng = random.Random(11)
+    for _ in range(80):
+        rate = rng.choice([rng.randint(1, 30), round(rng.uniform(0.5, 9.5), 1)])
+        years = rng.randint(2, 40)
+        if years == rate:
+            continue
+        key, words = rng.choice([("interest_rate", "an interest rate"), ("discountRate", "a discount rate"),
+                                 ("growth", "a growth"), ("annual_yield", "an annual yield")])
+        sign = rng.choice(["%", " percent", "%"])
+        said = f"Over {years} years at {words} of {rate}{sign}, what do I get?"
+        number = {"type": "number", "description": "The rate applied each period."}
+        assert as_fraction(key, rate, number, said) == pytest.approx(rate / 100), (key, rate, said)
+        assert as_fraction(key, rate, {}, said) == pytest.approx(rate / 100)  # no type: it may be a number
+        for takes in ("The rate in percentage.", "Percent per year.", "e.g. 5 for 5%."):
+            assert as_fraction(key, rate, {**number, "description": takes}, said) is None, takes
+        assert as_fraction("rate_percent", rate, number, said) is None
+        if isinstance(rate, int):
+            assert as_fraction(key, rate, {"type": "integer"}, said) is None
+        assert as_fraction("years", years, number, said) is None  # written plainly
+        assert as_fraction(key, rate / 100, number, said) is None  # already a fraction: nothing to do
+        # The same number as a percentage and plainly, no key word near either: left as written.
+        assert as_fraction("amount", rate, number, f"Pay {rate} now and {rate}% later.") is None
+        # Near the key's words the percentage wins over the plain one elsewhere; a key word belongs
+        # to the first number after it.
+        assert as_fraction(key, rate, number, f"For {rate} years at {words} of {rate}%.") == \
+            pytest.approx(rate / 100)
+        assert as_fraction(key, rate, number, f"At {words} of {rate}% over {rate} years.") == \
+            pytest.approx(rate / 100)
+        assert as_fraction("term", rate, number, f"At {words} of {rate}% over a term of {rate}.") is None
+
+
+@pytest.mark.parametrize("percent", [True, False])
+def test_percent_gives_the_turn_a_fraction_and_says_so(percent: bool) -> None:
+    @tool
+    def present_value(interest_rate: float, years: int) -> str:
+        """Present value of a stream of payments."""
+        return "1.0"
+
+    ask = [{"role": "user", "content": "The present value at an interest rate of 5% over 5 years?"}]
+    backend = ScriptedBackend([tc("present_value", interest_rate=5, years=5)])
+    result = Model(backend, family="qwen2.5").chat(ask, [present_value], decisions=Decisions(percent=percent))
+    assert result.tool_calls[0].arguments == {"interest_rate": 0.05 if percent else 5, "years": 5}
+    assert [(d.point, d.argument) for d in result.decisions] == \
+        ([(DecisionPoint.PERCENT, "present_value.interest_rate")] if percent else [])

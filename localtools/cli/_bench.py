@@ -73,7 +73,8 @@ def add_parser(sub: Any) -> None:
                        "conversation goes on to the word's end, --word-bonus; with form, more, guess and fit), number (a "
                        "number goes on to one the conversation writes, --number-bonus; with form, more, guess and "
                        "fit), cover (another call for values the user listed beside one a call used; with form, "
-                       "more, guess and fit), fit "
+                       "more, guess and fit), percent (a number the user wrote as a percentage given as its fraction "
+                       "where the tool does not take percentages; with form, more, guess and fit), fit "
                        "(calls to a tool nothing in the "
                        "conversation speaks of, on a share under --fit-threshold, answered in text; with form, more "
                        "and guess), distinct (a reply's repeated call left out), "
@@ -83,7 +84,8 @@ def add_parser(sub: Any) -> None:
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, guess, copy, word, number, cover, fit, distinct, ground, samples, all, "
+                       "greedy, call, more, form, guess, copy, word, number, cover, percent, fit, distinct, ground, "
+                       "samples, all, "
                        "all+samples")
     bench.add_argument("--samples", type=int, action="append", metavar="N",
                        help="with --levers: the samples and all+samples levers once per N (repeatable; default 3)")
@@ -228,8 +230,8 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 
 #: The levers --lever names.
-_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "fit", "distinct", "ground", "samples", "all",
-           "all+samples")
+_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "percent", "fit", "distinct",
+           "ground", "samples", "all", "all+samples")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -260,7 +262,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
         every = Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, word=word, number=number,
-                          cover=own.cover, distinct=True, ground=True)
+                          cover=own.cover, percent=own.percent, distinct=True, ground=True)
         # Each lever by the name --lever takes: its label in the results, and how it decides.
         # A threshold calibrate left unset (it found the decision best never taken) has no lever.
         levers = {"greedy": [("greedy", Decisions())],
@@ -279,6 +281,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                                                                   number=number))]}
                      if number is not None else {}),
                   "cover": [("cover", Decisions(form=form, more=more, guess=guess, fit=fit, cover=True))],
+                  "percent": [("percent", Decisions(form=form, more=more, guess=guess, fit=fit, percent=True))],
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
                   "all": [("all", every)],
@@ -304,7 +307,7 @@ def _decides(decisions: Any) -> str:
         return "greedy"
     set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy", "fit", "word", "number")
             if getattr(decisions, k) is not None]
-    return "on " + ", ".join(set_ + [k for k in ("cover", "distinct", "ground") if getattr(decisions, k)])
+    return "on " + ", ".join(set_ + [k for k in ("cover", "percent", "distinct", "ground") if getattr(decisions, k)])
 
 
 def _apart_from_calibration(cases: list[Any], names: list[str]) -> list[Any]:

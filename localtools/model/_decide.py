@@ -25,9 +25,10 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "asking", "branch_shares", "content_text",
-           "conversation_text", "covers", "cut_word", "fork", "grammar_branch", "grounded", "guessed", "number_ahead", "numbers_in",
-           "open_string", "refusing", "said", "telling", "uncovered", "unfit", "ungrounded", "ungrounded_items", "unheld"]
+__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "as_fraction", "asking",
+           "branch_shares", "content_text", "conversation_text", "covers", "cut_word", "fork", "grammar_branch",
+           "grounded", "guessed", "number_ahead", "numbers_in", "open_string", "refusing", "said", "telling",
+           "uncovered", "unfit", "ungrounded", "ungrounded_items", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -59,6 +60,9 @@ class DecisionPoint(StrEnum):
     #: calls used that no call used (``uncovered``), so another call is written for them; not
     #: taken when the call written used none of them.
     COVER = "cover"
+    #: A number argument the user wrote as a percentage, written whole for a tool that does not
+    #: take percentages: given as its fraction (``as_fraction``: "a rate of 5%" as 0.05).
+    PERCENT = "percent"
 
 
 @dataclass(frozen=True)
@@ -95,7 +99,9 @@ class Decisions:
     ``cover``: where ``more`` would end the turn but the user listed values beside one the calls
     used that no call used (``uncovered``: "seasons 2017, 2018 and 2019" after a call for 2017),
     another call is written, and kept only when it uses one of them (``covers``) and ``more``'s
-    own judgement of a further call keeps it.
+    own judgement of a further call keeps it. ``percent``: a number argument the user wrote as a
+    percentage and the reply wrote whole is given as its fraction where the tool does not take
+    percentages ("a discount rate of 5%" as 0.05; ``as_fraction``).
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -112,6 +118,7 @@ class Decisions:
     word: float | None = None
     number: float | None = None
     cover: bool = False
+    percent: bool = False
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -141,7 +148,8 @@ class Decisions:
     def active(self) -> bool:
         return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
             self.copy is not None or self.fit is not None or self.word is not None or \
-            self.number is not None or self.cover or self.distinct or self.ground or self.samples > 1
+            self.number is not None or self.cover or self.percent or self.distinct or self.ground or \
+            self.samples > 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
@@ -163,7 +171,7 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 
 #: The settings of ``Decisions`` that are on or off.
-_SWITCHES = frozenset({"cover", "distinct", "ground"})
+_SWITCHES = frozenset({"cover", "percent", "distinct", "ground"})
 
 
 @dataclass(frozen=True)
@@ -756,6 +764,48 @@ def numbers_in(conversation: str) -> frozenset[str]:
     return frozenset(out)
 
 
+#: A property that takes a percentage as written ("in percentage", "Percent change", "%").
+_PERCENT_WORDS = re.compile(r"percent|%", re.IGNORECASE)
+#: How many words before a number its key's words are looked for ("a discount rate of 5%").
+_NEAR = 6
+
+
+def as_fraction(key: str, value: Any, schema: Mapping[str, Any], conversation: str) -> float | None:
+    """The fraction a number argument stands for where the user wrote it as a percentage: 0.05 for
+    ``"discount_rate": 5`` where the conversation (as written) says "a discount rate of 5%". Only
+    for a number that may be one (not an ``integer``), whose name and description never speak of a
+    percentage (a tool that takes "the rate in percentage" takes 5), and where the places the
+    conversation writes it as a whole number are percentages: those within a few words after one
+    of the key's own words ("rate", "discount") where there are such, else every one ("5%" and
+    "5 years" with no word of the key near either are left alone). ``None`` where it stands as written."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or \
+            not isinstance(schema, Mapping) or schema.get("type") == "integer":
+        return None
+    if _PERCENT_WORDS.search(key) or _PERCENT_WORDS.search(str(schema.get("description") or "")):
+        return None
+    places: list[tuple[bool, bool]] = []
+    for m in _NUMBER.finditer(conversation):
+        whole, part, sign, word, short = m.groups()
+        if float(whole.replace(",", "") + (part or "")) != float(value) or word or short:
+            continue
+        percent = bool(sign) or bool(re.match(r"\s?percent\b", conversation[m.end():], re.IGNORECASE))
+        before = _words(conversation[:m.start()])[-_NEAR:]
+        keys = {_stem(w) for w in _key_words(key)}
+        last = max((i for i, w in enumerate(before) if _stem(w) in keys), default=None)
+        # A key word belongs to the first number after it ("a rate of 5% over 5 years": not the years').
+        near = last is not None and not any(w.isdigit() for w in before[last + 1:])
+        places.append((percent, near))
+    judged = [percent for percent, close in places if close] or [percent for percent, _ in places]
+    if not judged or not all(judged):
+        return None
+    return float(_plain_number(float(value) / 100))
+
+
+def _key_words(key: str) -> list[str]:
+    """The words of an argument's name ("discountRate", "discount_rate": discount, rate)."""
+    return [w for w in _words(re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key)) if w not in _FILLER]
+
+
 def _plain_number(x: float) -> str:
     """``x`` as a call writes it: an integer without a point, else the shortest decimal."""
     if x == int(x) and abs(x) < 1e18:
@@ -850,9 +900,12 @@ def cut_word(value: str, conversation: str, tools: str = "") -> list[str]:
     Empty where any place ends a word there, where a word goes on with other marks ("x" in "x^2",
     "2023" in "2023-06-01") or with letters after a digit ("10" in "10th"), where ``value`` ends in
     a space, or where it starts no word there; a plural's "s" is not a cut ("bug" of "bugs"), nor a
-    value ``tools`` (the offered tools' own text) writes whole ("asc" where "ascending" is said)."""
-    if not value or value[-1].isspace() or re.search(rf"(?<!\w){re.escape(value)}(?!\w)", tools):
+    value ``tools`` (the offered tools' own text) writes whole and the word goes on with letters or
+    digits: an abbreviation the tool takes ("asc" where "ascending" is said), where a word that goes
+    on with marks alone is another token ("C" of "C#", though the tool's examples write 'C')."""
+    if not value or value[-1].isspace():
         return []
+    abbreviation = bool(re.search(rf"(?<!\w){re.escape(value)}(?!\w)", tools))
     rests: list[str] = []
     at = conversation.find(value)
     while at >= 0:
@@ -862,7 +915,8 @@ def cut_word(value: str, conversation: str, tools: str = "") -> list[str]:
             rest = tail[:end].rstrip(_CLOSERS)
             # Letters go on with letters, digits with digits: "10" of "10th" is a number, not a cut word.
             alike = (rest[:1].isalpha() and value[-1].isalpha()) or (rest[:1].isdigit() and value[-1].isdigit())
-            if not rest or rest in _PLURALS or not (alike or not any(ch.isalnum() for ch in rest)):
+            marks = not any(ch.isalnum() for ch in rest)
+            if not rest or rest in _PLURALS or not (alike or marks) or (abbreviation and not marks):
                 return []
             if rest not in rests:
                 rests.append(rest)

@@ -37,6 +37,7 @@ from ._decide import (
     DecisionPoint,
     Decisions,
     Grounds,
+    as_fraction,
     asking,
     content_text,
     conversation_text,
@@ -167,6 +168,18 @@ def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | Non
     if decisions is not None and decisions.distinct and len(calls) > 1:
         kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
         calls, made = [calls[i] for i in kept], [*made, *dropped]
+    if decisions is not None and decisions.percent and calls:
+        written, fractions = said(messages), []
+        for call in calls:
+            schema = fmt.schemas.get(call.name) or {}
+            props = schema.get("properties") if isinstance(schema, Mapping) else None
+            props = props if isinstance(props, Mapping) else {}
+            fixed = {k: f for k, v in call.arguments.items()
+                     if (f := as_fraction(k, v, props.get(k) or {}, written)) is not None}
+            made = [*made, *(Decision(DecisionPoint.PERCENT, None, None, True, argument=f"{call.name}.{key}")
+                             for key in fixed)]
+            fractions.append(replace(call, arguments={**call.arguments, **fixed}) if fixed else call)
+        calls = fractions
     if decisions is not None and decisions.ground and calls:
         text, trimmed = conversation_text(messages), []
         apart = telling([(c.name, c.arguments) for c in calls])
