@@ -1038,7 +1038,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     args.more_threshold = 0.4
     out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
     assert out[0] is modes[0] and [m.lever for m in out[1:]] == [
-        "greedy", "call>=0.3", "more>=0.4", "cover", "percent", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.3", "more>=0.4", "cover", "percent", "option", "distinct", "ground", "samples=3", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
     args.lever = ["greedy", "all"]
@@ -1073,7 +1073,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
     args.lever, args.samples = None, None
     assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
-        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "option", "distinct", "ground", "samples=3", "all"]
     args.lever = ["more"]
     with pytest.raises(UsageError, match="--more-threshold"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
@@ -1762,3 +1762,60 @@ def test_percent_gives_the_turn_a_fraction_and_says_so(percent: bool) -> None:
     assert result.tool_calls[0].arguments == {"interest_rate": 0.05 if percent else 5, "years": 5}
     assert [(d.point, d.argument) for d in result.decisions] == \
         ([(DecisionPoint.PERCENT, "present_value.interest_rate")] if percent else [])
+
+
+@tool
+def distance(body1: str, body2: str, unit: str = "kilometers") -> str:
+    """The distance between two celestial bodies."""
+    return "1"
+
+
+@pytest.mark.parametrize(("written", "kept"), [
+    ({"unit": "miles"}, True),                       # said by the user: taken
+    ({"unit": "kilometers"}, False),                 # its default: adds nothing
+    ({"unit": "parsecs"}, False),                    # nobody said it
+])
+def test_option_asks_the_model_for_an_argument_the_user_names(written: dict[str, str], kept: bool) -> None:
+    ask = [{"role": "user", "content": "How far is Mars from Venus? Give the unit as miles."}]
+    before = tc("distance", body1="Mars", body2="Venus")
+    after = tc("distance", **{"body1": "Mars", "body2": "Venus", **written})
+    backend = ScriptedBackend([before, after], choices={})  # a backend that gives its distribution
+    result = Model(backend, family="qwen2.5").chat(ask, [distance], decisions=Decisions(option=True))
+    assert result.tool_calls[0].arguments == ({"body1": "Mars", "body2": "Venus", "unit": "miles"} if kept
+                                              else {"body1": "Mars", "body2": "Venus"})
+    assert [(d.point, d.argument, d.taken) for d in result.decisions] == [
+        (DecisionPoint.OPTION, "distance.unit", kept)]
+    # The second reply was decoded under a grammar that requires the unit, going on from the first's tokens.
+    assert len(backend.grammars) == 2 and backend.grammars[1] is not backend.grammars[0]
+
+
+def test_option_is_asked_only_where_the_conversation_names_the_argument() -> None:
+    from localtools.model._decide import spoken_options
+
+    before = tc("distance", body1="Mars", body2="Venus")
+    for said, options in (("How far is Mars from Venus, in miles?", []),
+                          ("How far is Mars from Venus? The unit: miles.", [("distance", "unit")])):
+        backend = ScriptedBackend([before, tc("distance", body1="Mars", body2="Venus", unit="miles")], choices={})
+        result = Model(backend, family="qwen2.5").chat([{"role": "user", "content": said}], [distance],
+                                                        decisions=Decisions(option=True))
+        assert [d.argument for d in result.decisions if d.point is DecisionPoint.OPTION] == \
+            [f"{n}.{k}" for n, k in options]
+        assert len(backend.grammars) == 1 + len(options)
+    schemas = {"f": {"properties": {"details": {"type": "boolean"}, "show_wind": {"type": "boolean"},
+                                    "city": {"type": "string"}}, "required": ["city"]}}
+    assert spoken_options([("f", {"city": "Oslo"})], schemas, "look up details for oslo, with the wind shown") == \
+        [("f", "details"), ("f", "show_wind")]
+    assert spoken_options([("f", {"city": "Oslo", "details": True})], schemas, "details for oslo") == []
+    assert Decisions.from_dict({"option": True}).option
+    # Taken only when the reply is the same but for the argument, in every call to that tool.
+    from localtools.model._decide import adds_option
+
+    schema = distance.spec()["function"]["parameters"]
+    two = [("distance", {"body1": "Mars", "body2": "Venus"}), ("distance", {"body1": "Mars", "body2": "Jupiter"})]
+    said = "mars to venus and to jupiter, the unit in miles"
+    both = [(n, {**a, "unit": "miles"}) for n, a in two]
+    assert adds_option(two, both, "distance", "unit", schema, said)
+    assert not adds_option(two, [both[0], two[1]], "distance", "unit", schema, said)  # the second has none
+    assert not adds_option(two, [both[0], ("distance", {"body1": "Mars", "body2": "Saturn", "unit": "miles"})],
+                           "distance", "unit", schema, said)  # another body
+    assert not adds_option(two, both[:1], "distance", "unit", schema, said)  # a call fewer

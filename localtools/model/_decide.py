@@ -25,9 +25,11 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "as_fraction", "asking",
+__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option", "as_fraction",
+           "asking",
            "branch_shares", "content_text", "conversation_text", "covers", "cut_word", "fork", "grammar_branch",
-           "grounded", "guessed", "number_ahead", "numbers_in", "open_string", "refusing", "said", "telling",
+           "grounded", "guessed", "number_ahead", "numbers_in", "open_string", "refusing", "said", "spoken_options",
+           "telling",
            "uncovered", "unfit", "ungrounded", "ungrounded_items", "unheld"]
 
 
@@ -63,6 +65,9 @@ class DecisionPoint(StrEnum):
     #: A number argument the user wrote as a percentage, written whole for a tool that does not
     #: take percentages: given as its fraction (``as_fraction``: "a rate of 5%" as 0.05).
     PERCENT = "percent"
+    #: An optional argument the conversation names (``spoken_options``) that a call left out: the
+    #: reply decoded again with it required, taken when the value the model writes is grounded.
+    OPTION = "option"
 
 
 @dataclass(frozen=True)
@@ -101,7 +106,12 @@ class Decisions:
     another call is written, and kept only when it uses one of them (``covers``) and ``more``'s
     own judgement of a further call keeps it. ``percent``: a number argument the user wrote as a
     percentage and the reply wrote whole is given as its fraction where the tool does not take
-    percentages ("a discount rate of 5%" as 0.05; ``as_fraction``).
+    percentages ("a discount rate of 5%" as 0.05; ``as_fraction``). ``option``: an optional
+    argument a call left out whose name the conversation speaks of ("the unit of measurement",
+    "details of a record": ``spoken_options``) is asked of the model: the reply is decoded again
+    from where that call could take one more argument, with it required, and taken when the value
+    written is grounded (as ``ground`` reads it), is not the argument's default, and nothing else
+    in the reply changed.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -119,6 +129,7 @@ class Decisions:
     number: float | None = None
     cover: bool = False
     percent: bool = False
+    option: bool = False
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -148,7 +159,7 @@ class Decisions:
     def active(self) -> bool:
         return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
             self.copy is not None or self.fit is not None or self.word is not None or \
-            self.number is not None or self.cover or self.percent or self.distinct or self.ground or \
+            self.number is not None or self.cover or self.percent or self.option or self.distinct or self.ground or \
             self.samples > 1
 
     @classmethod
@@ -171,7 +182,7 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 
 #: The settings of ``Decisions`` that are on or off.
-_SWITCHES = frozenset({"cover", "percent", "distinct", "ground"})
+_SWITCHES = frozenset({"cover", "percent", "option", "distinct", "ground"})
 
 
 @dataclass(frozen=True)
@@ -600,6 +611,50 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
         if not said:
             out.append(key)
     return out
+
+
+def spoken_options(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str
+                   ) -> list[tuple[str, str]]:
+    """The optional arguments ``calls`` (name, arguments) left out whose own name the conversation
+    (``conversation_text``) speaks of, every word of it but the filler ("unit" in "the unit of
+    measurement", "details" in "details of a felony record"), as (tool, argument), each once."""
+    stems = _stems(conversation)
+    out: list[tuple[str, str]] = []
+    for name, arguments in calls:
+        schema = schemas.get(name)
+        if not isinstance(schema, Mapping) or not isinstance(props := schema.get("properties"), Mapping):
+            continue
+        required = set(schema.get("required", ()))
+        for key in props:
+            if key not in required and key not in arguments and (name, key) not in out and _said_of(key, stems):
+                out.append((name, key))
+    return out
+
+
+def adds_option(before: Sequence[tuple[str, Mapping[str, Any]]], after: Sequence[tuple[str, Mapping[str, Any]]],
+                name: str, key: str, schema: Mapping[str, Any], conversation: str) -> bool:
+    """Whether ``after`` is ``before`` with ``key`` added to each call to ``name`` and nothing else
+    changed, every value of it grounded (``ungrounded`` does not leave it out) and none of them the
+    argument's default (schema's or stated): an argument worth writing."""
+    if len(before) != len(after):
+        return False
+    props = schema.get("properties") if isinstance(schema, Mapping) else None
+    prop = props.get(key) if isinstance(props, Mapping) else None
+    prop = prop if isinstance(prop, Mapping) else {}
+    defaults = (*((prop["default"],) if "default" in prop else ()), *stated_default(prop.get("description")))
+    for (was, old), (now, new) in zip(before, after, strict=True):
+        if was != now:
+            return False
+        if now != name:
+            if dict(new) != dict(old):
+                return False
+            continue
+        if key not in new or {k: v for k, v in new.items() if k != key} != dict(old):
+            return False
+        value = new[key]
+        if _same(value, defaults) or ungrounded(name, {key: value}, schema, conversation):
+            return False
+    return True
 
 
 def telling(calls: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, set[str]]:

@@ -37,6 +37,7 @@ from ._decide import (
     DecisionPoint,
     Decisions,
     Grounds,
+    adds_option,
     as_fraction,
     asking,
     content_text,
@@ -47,6 +48,7 @@ from ._decide import (
     fork,
     refusing,
     said,
+    spoken_options,
     telling,
     uncovered,
     ungrounded,
@@ -157,6 +159,16 @@ def _question(messages: list[dict[str, Any]]) -> str:
             return str(message["content"])
     return ""
 
+
+
+
+def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
+    """A tool's spec with ``key`` among its required arguments."""
+    function = dict(spec["function"])
+    parameters = dict(function.get("parameters") or {})
+    parameters["required"] = [*parameters.get("required", ()), key]
+    function["parameters"] = parameters
+    return {**spec, "function": function}
 
 
 def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | None,
@@ -612,9 +624,9 @@ class Model:
                                 decisions=decisions if constrained else None, made=voted, messages=messages)
 
         def variant(choice: str, calls: tuple[int, int] | None = None,
-                    only: tuple[str, ...] | None = forms) -> ReplyFormat:
+                    only: tuple[str, ...] | None = forms, tools: Sequence[dict[str, Any]] = specs) -> ReplyFormat:
             # The same request's format on one branch: the same bars, after the same thought.
-            f = self.reply_format(specs, choice, parallel_tool_calls, stop=stop, reasoning=mode,
+            f = self.reply_format(tools, choice, parallel_tool_calls, stop=stop, reasoning=mode,
                                   answer_schema=answer_schema, calls=calls, forms=only).barring(bars)
             return f.after_reasoning() if thought else f
 
@@ -653,9 +665,43 @@ class Model:
                                judge=None if grounds is None else partial(_stranger, decisions, grounds),
                                # The words as written: a list of names is read by its capitals.
                                cover=partial(uncovered, conversation=said(messages)) if decisions.cover else None)
+        if decisions.option:
+            gen = self._options(run, source, prompt, whole, gen, thought, made, later, specs, messages,
+                                max_tokens=max_tokens, penalties=penalties)
         gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, messages, max_tokens=max_tokens)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
+
+    def _options(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
+                 thought: str, made: list[Decision], variant: Callable[..., ReplyFormat],
+                 specs: Sequence[dict[str, Any]], messages: Sequence[Mapping[str, Any]], *, max_tokens: int,
+                 penalties: Sequence[float]) -> Generation:
+        """Each optional argument the reply's calls left out whose name the conversation speaks of
+        (``spoken_options``): the reply decoded again from where the calls could take it, with it
+        required of that tool and the same number of calls, and taken when it only adds that
+        argument, with a grounded value that is not its default (``adds_option``). Not on a
+        streamed turn: what streamed would be written again."""
+        if run.live is not None or not whole.can_call:
+            return gen
+        calls = [(c.name, c.arguments) for c in whole.parse(gen.text).tool_calls]
+        conversation = conversation_text(messages)
+        for name, key in spoken_options(calls, whole.schemas, conversation):
+            asked = [_requiring(spec, key) if spec["function"]["name"] == name else spec for spec in specs]
+            forced = variant("required", (len(calls), len(calls)), tools=asked)
+            at = None if forced.grammar is None else fork(source, gen.tokens, gen.text, forced.grammar)
+            if at is None:
+                continue
+            try:
+                attempt = self._answer(run, prompt, forced, thought, max_tokens=max_tokens, penalties=penalties[:1],
+                                       reply=at[0])
+            except GenerationTruncated:
+                continue
+            tried = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
+            taken = adds_option(calls, tried, name, key, whole.schemas.get(name) or {}, conversation)
+            made.append(Decision(DecisionPoint.OPTION, None, None, taken, len(calls), gen.text, f"{name}.{key}"))
+            if taken:
+                gen, calls = attempt, tried
+        return gen
 
     def _vote(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, whole: ReplyFormat, gen: Generation,
               decisions: Decisions, made: list[Decision], messages: Sequence[Mapping[str, Any]], *,
