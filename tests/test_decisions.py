@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -1038,7 +1039,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     args.more_threshold = 0.4
     out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
     assert out[0] is modes[0] and [m.lever for m in out[1:]] == [
-        "greedy", "call>=0.3", "more>=0.4", "cover", "percent", "option", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.3", "more>=0.4", "cover", "percent", "option", "shape", "distinct", "ground", "samples=3", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
     args.lever = ["greedy", "all"]
@@ -1073,7 +1074,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
     args.lever, args.samples = None, None
     assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
-        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "option", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "option", "shape", "distinct", "ground", "samples=3", "all"]
     args.lever = ["more"]
     with pytest.raises(UsageError, match="--more-threshold"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
@@ -1819,3 +1820,66 @@ def test_option_is_asked_only_where_the_conversation_names_the_argument() -> Non
     assert not adds_option(two, [both[0], ("distance", {"body1": "Mars", "body2": "Saturn", "unit": "miles"})],
                            "distance", "unit", schema, said)  # another body
     assert not adds_option(two, both[:1], "distance", "unit", schema, said)  # a call fewer
+
+
+def test_a_date_format_the_description_states_becomes_the_arguments_pattern() -> None:
+    """Generated: every order of yyyy, mm and dd, three separators, quoted or not, with a time or
+    without; the pattern takes a date in that format and refuses the others, and takes the
+    literals the description quotes besides. A description naming no format, or several, or one
+    that is its default, gives none."""
+    import itertools
+
+    from localtools.model._decide import shaped, stated_shape
+
+    rng = random.Random(3)
+    for order in itertools.permutations(["yyyy", "mm", "dd"]):
+        for sep in "-/.":
+            for time in ("", " HH:MM", " HH:MM:SS"):
+                token = sep.join(order) + time
+                word = rng.choice([token, token.upper(), f"'{token.upper()}'"])
+                schema = {"type": "string", "description": f"The day of the trip, in the format {word}."}
+                pattern = stated_shape(schema)
+                assert pattern is not None, word
+                y, m, d = str(rng.randint(1900, 2099)), f"{rng.randint(1, 12):02d}", f"{rng.randint(1, 28):02d}"
+                value = sep.join({"yyyy": y, "mm": m, "dd": d}[p] for p in order)
+                clock = {"": "", " HH:MM": " 07:30", " HH:MM:SS": " 07:30:00"}[time]
+                assert re.fullmatch(pattern, value + clock), (word, value)
+                others = [sep.join({"yyyy": y, "mm": m, "dd": d}[p] for p in other)
+                          for other in itertools.permutations(["yyyy", "mm", "dd"])
+                          if other.index("yyyy") != order.index("yyyy")]  # the year elsewhere
+                assert not any(re.fullmatch(pattern, o + clock) for o in others if o != value), word
+                assert not re.fullmatch(pattern, value + clock + "x")
+                said = {**schema, "description": schema["description"] + " Or 'dontcare' for any day."}
+                assert stated_shape(said) is None  # "or": more than one form
+                quoted = {**schema, "description": schema["description"] + " If not given, 'dontcare'."}
+                assert re.fullmatch(stated_shape(quoted) or "", "dontcare")
+    for description in ("The date.", "Accepts a standard date format e.g., 2022-04-28.",
+                        "The date, in a format such as YYYY-MM-DD or MM/DD/YYYY.",
+                        "Optional format of the returned date. Default is 'MM-DD-YYYY'."):
+        assert stated_shape({"type": "string", "description": description}) is None, description
+    fixed = {"type": "string", "pattern": "^x$", "description": "in the format yyyy-mm-dd"}
+    assert stated_shape(fixed) is None and stated_shape({"type": "integer", "description": "format yyyy-mm-dd"}) is None
+    date = {"type": "string", "description": "The date, in the format mm-dd-yyyy."}
+    spec: dict[str, Any] = {"type": "function", "function": {"name": "uv", "parameters": {
+        "type": "object", "properties": {"date": date, "city": {"type": "string"}}, "required": ["date", "city"]}}}
+    (out,) = shaped([spec])
+    assert out["function"]["parameters"]["properties"]["date"]["pattern"] == stated_shape(date)
+    assert out["function"]["parameters"]["properties"]["city"] == {"type": "string"}
+    assert "pattern" not in date  # the caller's spec is untouched
+
+
+@pytest.mark.parametrize("shape", [True, False])
+def test_shape_puts_the_stated_format_in_the_grammar_not_the_prompt(shape: bool) -> None:
+    uv = {"type": "function", "function": {"name": "uv", "description": "The UV index.", "parameters": {
+        "type": "object", "properties": {"date": {"type": "string", "description": "The date, in the format mm-dd-yyyy."}},
+        "required": ["date"]}}}
+    backend = ScriptedBackend([tc("uv", date="06-01-2023")])
+    model = Model(backend, family="qwen2.5")
+    ask = [{"role": "user", "content": "The UV index for June 1st 2023?"}]
+    result = model.chat(ask, [uv], decisions=Decisions(shape=shape))
+    assert result.tool_calls[0].arguments == {"date": "06-01-2023"}
+    (grammar,) = backend.grammars
+    assert grammar is not None
+    other = tc("uv", date="2023-06-01")
+    assert matches(grammar, other) is not shape
+    assert "pattern" not in model.render(ask, [uv]).text

@@ -75,7 +75,8 @@ def add_parser(sub: Any) -> None:
                        "fit), cover (another call for values the user listed beside one a call used; with form, "
                        "more, guess and fit), percent (a number the user wrote as a percentage given as its fraction "
                        "where the tool does not take percentages; with form, more, guess and fit), option (an optional "
-                       "argument the conversation names, asked of the model; with form, more, guess and fit), fit "
+                       "argument the conversation names, asked of the model; with form, more, guess and fit), shape "
+                       "(a date in the format its description states; with form, more, guess and fit), fit "
                        "(calls to a tool nothing in the "
                        "conversation speaks of, on a share under --fit-threshold, answered in text; with form, more "
                        "and guess), distinct (a reply's repeated call left out), "
@@ -85,7 +86,8 @@ def add_parser(sub: Any) -> None:
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, guess, copy, word, number, cover, percent, option, fit, distinct, "
+                       "greedy, call, more, form, guess, copy, word, number, cover, percent, option, shape, fit, "
+                       "distinct, "
                        "ground, "
                        "samples, all, "
                        "all+samples")
@@ -232,8 +234,8 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 
 #: The levers --lever names.
-_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "percent", "option", "fit",
-           "distinct", "ground", "samples", "all", "all+samples")
+_LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "percent", "option", "shape",
+           "fit", "distinct", "ground", "samples", "all", "all+samples")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -264,7 +266,8 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
         every = Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, word=word, number=number,
-                          cover=own.cover, percent=own.percent, option=own.option, distinct=True, ground=True)
+                          cover=own.cover, percent=own.percent, option=own.option, shape=own.shape, distinct=True,
+                          ground=True)
         # Each lever by the name --lever takes: its label in the results, and how it decides.
         # A threshold calibrate left unset (it found the decision best never taken) has no lever.
         levers = {"greedy": [("greedy", Decisions())],
@@ -285,6 +288,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                   "cover": [("cover", Decisions(form=form, more=more, guess=guess, fit=fit, cover=True))],
                   "percent": [("percent", Decisions(form=form, more=more, guess=guess, fit=fit, percent=True))],
                   "option": [("option", Decisions(form=form, more=more, guess=guess, fit=fit, option=True))],
+                  "shape": [("shape", Decisions(form=form, more=more, guess=guess, fit=fit, shape=True))],
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
                   "all": [("all", every)],
@@ -310,7 +314,7 @@ def _decides(decisions: Any) -> str:
         return "greedy"
     set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy", "fit", "word", "number")
             if getattr(decisions, k) is not None]
-    return "on " + ", ".join(set_ + [k for k in ("cover", "percent", "option", "distinct", "ground")
+    return "on " + ", ".join(set_ + [k for k in ("cover", "percent", "option", "shape", "distinct", "ground")
                                      if getattr(decisions, k)])
 
 

@@ -25,12 +25,11 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option", "as_fraction",
-           "asking",
-           "branch_shares", "content_text", "conversation_text", "covers", "cut_word", "fork", "grammar_branch",
-           "grounded", "guessed", "number_ahead", "numbers_in", "open_string", "refusing", "said", "spoken_options",
-           "telling",
-           "uncovered", "unfit", "ungrounded", "ungrounded_items", "unheld"]
+__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
+           "as_fraction", "asking", "branch_shares", "content_text", "conversation_text", "covers", "cut_word",
+           "fork", "grammar_branch", "grounded", "guessed", "number_ahead", "numbers_in", "open_string", "refusing",
+           "said", "shaped", "spoken_options", "stated_shape", "telling", "uncovered", "unfit", "ungrounded",
+           "ungrounded_items", "unheld"]
 
 
 class DecisionPoint(StrEnum):
@@ -111,7 +110,9 @@ class Decisions:
     "details of a record": ``spoken_options``) is asked of the model: the reply is decoded again
     from where that call could take one more argument, with it required, and taken when the value
     written is grounded (as ``ground`` reads it), is not the argument's default, and nothing else
-    in the reply changed.
+    in the reply changed. ``shape``: a string argument whose description states the date format
+    it takes ("in the format mm-dd-yyyy") is written in it: the grammar takes that format as the
+    argument's ``pattern`` (``stated_shape``); on every backend.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -130,6 +131,7 @@ class Decisions:
     cover: bool = False
     percent: bool = False
     option: bool = False
+    shape: bool = False
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -159,7 +161,7 @@ class Decisions:
     def active(self) -> bool:
         return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
             self.copy is not None or self.fit is not None or self.word is not None or \
-            self.number is not None or self.cover or self.percent or self.option or self.distinct or self.ground or \
+            self.number is not None or self.cover or self.percent or self.option or self.shape or self.distinct or self.ground or \
             self.samples > 1
 
     @classmethod
@@ -182,7 +184,7 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 
 #: The settings of ``Decisions`` that are on or off.
-_SWITCHES = frozenset({"cover", "percent", "option", "distinct", "ground"})
+_SWITCHES = frozenset({"cover", "percent", "option", "shape", "distinct", "ground"})
 
 
 @dataclass(frozen=True)
@@ -358,6 +360,67 @@ def stated_default(description: Any) -> tuple[Any, ...]:
         except ValueError:
             out.append(text)
     return tuple(out)
+
+
+#: A date (and time) format a description states: "in the format mm-dd-yyyy", "formatted as
+#: 'YYYY-MM-DD HH:MM:SS'".
+_DATE_FORMAT = re.compile(r"(?<![\w])(yyyy|mm|dd)([-/.])(yyyy|mm|dd)\2(yyyy|mm|dd)((?:[ T]hh:mm(?::ss)?)?)(?![\w:])",
+                          re.IGNORECASE)
+_DATE_PARTS = {"yyyy": r"\d{4}", "mm": r"(?:0[1-9]|1[0-2])", "dd": r"(?:0[1-9]|[12]\d|3[01])"}
+
+
+def stated_shape(schema: Any) -> str | None:
+    """The pattern of the one date (or date and time) format a string's description states it
+    takes ("in the format mm-dd-yyyy": two digits, a dash, two, a dash, four; months and days in
+    range), with the literals the description quotes besides ('dontcare', 'null') and the
+    schema's default as the other values it takes. ``None`` for a description that states no format, several ("such as",
+    "or"), a format that is its stated default (a property that names a format), or a schema
+    that already says its form (``pattern``, ``format``, ``enum``, ``const``)."""
+    if not isinstance(schema, Mapping) or schema.get("type") != "string" or \
+            any(k in schema for k in ("pattern", "format", "enum", "const")):
+        return None
+    description = schema.get("description")
+    if not isinstance(description, str) or "format" not in description.lower():
+        return None
+    found = list(_DATE_FORMAT.finditer(description))
+    if len(found) != 1:
+        return None
+    m = found[0]
+    parts = [m.group(i).lower() for i in (1, 3, 4)]
+    # The description less the format, quoted or not: its other quoted words are values it takes.
+    rest = _DATE_FORMAT.sub("", re.sub(r"'[^']*'", lambda q: "" if _DATE_FORMAT.search(q.group(0)) else q.group(0),
+                                       description))
+    if sorted(parts) != ["dd", "mm", "yyyy"] or re.search(r"such as|\bor\b|hh:mm", rest, re.IGNORECASE) or \
+            any(isinstance(d, str) and d.lower() == m.group(0).lower() for d in stated_default(description)):
+        return None
+    shape = re.escape(m.group(2)).join(_DATE_PARTS[p] for p in parts)
+    if m.group(5):
+        shape += re.escape(m.group(5)[0]) + r"\d{2}:\d{2}" + (r":\d{2}" if m.group(5).lower().endswith(":ss") else "")
+    others = [re.escape(x) for x in re.findall(r"'([^']+)'", rest) if x.strip()]
+    if isinstance(schema.get("default"), str) and schema["default"]:
+        others.append(re.escape(schema["default"]))
+    return "^(?:" + "|".join([shape, *dict.fromkeys(others)]) + ")$"
+
+
+def shaped(specs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Tool specs (``{"type": "function", "function": {...}}``) with each top-level string
+    argument whose description states a date format (``stated_shape``) given that ``pattern``:
+    the grammar then writes the value in the form the tool asked for."""
+    out = []
+    for spec in specs:
+        function = spec.get("function") if isinstance(spec, Mapping) else None
+        params = function.get("parameters") if isinstance(function, Mapping) else None
+        props = params.get("properties") if isinstance(params, Mapping) else None
+        if not isinstance(function, Mapping) or not isinstance(params, Mapping) or not isinstance(props, Mapping):
+            out.append(dict(spec))
+            continue
+        patterns = {k: p for k, v in props.items() if (p := stated_shape(v)) is not None}
+        if not patterns:
+            out.append(dict(spec))
+            continue
+        props = {k: ({**v, "pattern": patterns[k]} if k in patterns else v) for k, v in props.items()}
+        out.append({**spec, "function": {**function, "parameters": {**params, "properties": props}}})
+    return out
 
 
 def _same(value: Any, candidates: Sequence[Any]) -> bool:

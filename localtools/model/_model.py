@@ -48,6 +48,7 @@ from ._decide import (
     fork,
     refusing,
     said,
+    shaped,
     spoken_options,
     telling,
     uncovered,
@@ -580,6 +581,10 @@ class Model:
             # Free output may hold a thought anyway (a template that ignores enable_thinking):
             # read it as one, never for calls.
             mode = "may"
+        if decisions is not None and decisions.shape and constrained:
+            # The grammar writes a date in the format its description states; the prompt shows the
+            # tools as they were given.
+            specs = shaped(specs)
         fam = self.family
         # With a form decision the reply may also be the family's parallel form (one list of calls).
         forms = (*fam.call_forms, *fam.parallel_forms) if decisions is not None and decisions.form is not None and \
