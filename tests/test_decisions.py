@@ -1883,3 +1883,25 @@ def test_shape_puts_the_stated_format_in_the_grammar_not_the_prompt(shape: bool)
     other = tc("uv", date="2023-06-01")
     assert matches(grammar, other) is not shape
     assert "pattern" not in model.render(ask, [uv]).text
+
+
+def test_a_place_the_description_names_in_two_parts_is_written_in_two_parts() -> None:
+    """"The city and state, e.g. Denver, CO": the value is words, a comma and words; a city alone
+    is refused. Descriptions that name one part, or show no example, give no pattern."""
+    from localtools.model._decide import stated_shape
+
+    rng = random.Random(8)
+    places = [("Denver", "CO"), ("San Francisco", "CA"), ("London", "UK"), ("Paris", "France")]
+    for _ in range(30):
+        city, region = rng.choice(places)
+        part = rng.choice(["state", "country", "the state"])
+        example = rng.choice([f"e.g. {city}, {region}", f"e.g., '{city}, {region}'", f"E.g. {city},{region}"])
+        schema = {"type": "string", "description": f"The city and {part}, {example}."}
+        pattern = stated_shape(schema)
+        assert pattern is not None, schema
+        other, state = rng.choice(places)
+        assert re.fullmatch(pattern, f"{other}, {state}") and re.fullmatch(pattern, f"{other},{state}")
+        assert not re.fullmatch(pattern, other) and not re.fullmatch(pattern, f"{other}, {state}, USA")
+    for description in ("The city, e.g. Denver.", "The city and state.", "The location, e.g. Denver, CO.",
+                        "The name of the city and state agency."):
+        assert stated_shape({"type": "string", "description": description}) is None, description

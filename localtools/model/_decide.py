@@ -112,7 +112,8 @@ class Decisions:
     written is grounded (as ``ground`` reads it), is not the argument's default, and nothing else
     in the reply changed. ``shape``: a string argument whose description states the date format
     it takes ("in the format mm-dd-yyyy") is written in it: the grammar takes that format as the
-    argument's ``pattern`` (``stated_shape``); on every backend.
+    argument's ``pattern`` (``stated_shape``; a city and its state as "Denver, CO" too); on every
+    backend.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -370,17 +371,33 @@ _DATE_PARTS = {"yyyy": r"\d{4}", "mm": r"(?:0[1-9]|1[0-2])", "dd": r"(?:0[1-9]|[
 
 
 def stated_shape(schema: Any) -> str | None:
-    """The pattern of the one date (or date and time) format a string's description states it
-    takes ("in the format mm-dd-yyyy": two digits, a dash, two, a dash, four; months and days in
-    range), with the literals the description quotes besides ('dontcare', 'null') and the
-    schema's default as the other values it takes. ``None`` for a description that states no format, several ("such as",
-    "or"), a format that is its stated default (a property that names a format), or a schema
-    that already says its form (``pattern``, ``format``, ``enum``, ``const``)."""
+    """The pattern of the form a string's description states it takes: the one date (or date and
+    time) format it names ("in the format mm-dd-yyyy": two digits, a dash, two, a dash, four;
+    months and days in range), or a place in two parts it names and shows ("The city and state,
+    e.g. Denver, CO": words, a comma, words); with the literals the description quotes besides
+    ('dontcare', 'null') and the schema's default as the other values it takes. ``None`` for a
+    description that states no form, several formats ("such as", "or"), a format that is its
+    stated default (a property that names a format), or a schema that already says its form
+    (``pattern``, ``format``, ``enum``, ``const``)."""
     if not isinstance(schema, Mapping) or schema.get("type") != "string" or \
             any(k in schema for k in ("pattern", "format", "enum", "const")):
         return None
     description = schema.get("description")
-    if not isinstance(description, str) or "format" not in description.lower():
+    if not isinstance(description, str):
+        return None
+    found = _date_shape(description) or _place_shape(description)
+    if found is None:
+        return None
+    shape, rest = found
+    others = [re.escape(x) for x in re.findall(r"'([^']+)'", rest) if x.strip()]
+    if isinstance(schema.get("default"), str) and schema["default"]:
+        others.append(re.escape(schema["default"]))
+    return "^(?:" + "|".join([shape, *dict.fromkeys(others)]) + ")$"
+
+
+def _date_shape(description: str) -> tuple[str, str] | None:
+    """The pattern of the date format ``description`` states, and the description without it."""
+    if "format" not in description.lower():
         return None
     found = list(_DATE_FORMAT.finditer(description))
     if len(found) != 1:
@@ -396,16 +413,28 @@ def stated_shape(schema: Any) -> str | None:
     shape = re.escape(m.group(2)).join(_DATE_PARTS[p] for p in parts)
     if m.group(5):
         shape += re.escape(m.group(5)[0]) + r"\d{2}:\d{2}" + (r":\d{2}" if m.group(5).lower().endswith(":ss") else "")
-    others = [re.escape(x) for x in re.findall(r"'([^']+)'", rest) if x.strip()]
-    if isinstance(schema.get("default"), str) and schema["default"]:
-        others.append(re.escape(schema["default"]))
-    return "^(?:" + "|".join([shape, *dict.fromkeys(others)]) + ")$"
+    return shape, rest
+
+
+#: "The city and state, e.g. Denver, CO": a place the description names in two parts and shows
+#: with a comma between them.
+_PLACE = re.compile(r"\bcity\s+and\s+(?:the\s+)?(?:state|country|province|region)\b", re.IGNORECASE)
+_PLACE_EXAMPLE = re.compile(r"\be\.g\.?,?\s*'?([^,'.;]+, ?[^,'.;]+)", re.IGNORECASE)
+
+
+def _place_shape(description: str) -> tuple[str, str] | None:
+    """Words, a comma and words where ``description`` names a city and its state (or country)
+    and shows one so; and the description without the example."""
+    example = _PLACE_EXAMPLE.search(description)
+    if not _PLACE.search(description) or example is None:
+        return None
+    return r"[^,]+, ?[^,]+", description[:example.start()] + description[example.end():]
 
 
 def shaped(specs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Tool specs (``{"type": "function", "function": {...}}``) with each top-level string
-    argument whose description states a date format (``stated_shape``) given that ``pattern``:
-    the grammar then writes the value in the form the tool asked for."""
+    argument whose description states its form (``stated_shape``: a date format, a city and its
+    state) given that ``pattern``: the grammar then writes the value in the form the tool asked for."""
     out = []
     for spec in specs:
         function = spec.get("function") if isinstance(spec, Mapping) else None
