@@ -161,8 +161,6 @@ def _question(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-
-
 def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A tool's spec with ``key`` among its required arguments."""
     function = dict(spec["function"])
@@ -175,8 +173,9 @@ def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
 def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | None,
              messages: Sequence[Mapping[str, Any]]) -> tuple[list[ToolCall], list[Decision]]:
     """A reply's calls as the turn gives them: ``decisions.distinct`` leaves out a call's repeats,
-    ``decisions.ground`` the optional arguments (and a list's items) ``messages`` never mention;
-    with a decision for each thing left out."""
+    ``decisions.percent`` gives a percentage the user wrote as its fraction (``as_fraction``),
+    ``decisions.ground`` leaves out the optional arguments (and a list's items) ``messages`` never
+    mention; with a decision for each thing changed."""
     made: list[Decision] = []
     if decisions is not None and decisions.distinct and len(calls) > 1:
         kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
@@ -582,8 +581,8 @@ class Model:
             # read it as one, never for calls.
             mode = "may"
         if decisions is not None and decisions.shape and constrained:
-            # The grammar writes a date in the format its description states; the prompt shows the
-            # tools as they were given.
+            # The grammar writes a value in the form its description states (a date's format, a
+            # city and its state); the prompt shows the tools as they were given.
             specs = shaped(specs)
         fam = self.family
         # With a form decision the reply may also be the family's parallel form (one list of calls).
