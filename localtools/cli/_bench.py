@@ -286,10 +286,9 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                   **({"number": [(f"number+{number:g}", Decisions(form=form, more=more, guess=guess, fit=fit,
                                                                   number=number))]}
                      if number is not None else {}),
-                  "cover": [("cover", Decisions(form=form, more=more, guess=guess, fit=fit, cover=True))],
-                  "percent": [("percent", Decisions(form=form, more=more, guess=guess, fit=fit, percent=True))],
-                  "option": [("option", Decisions(form=form, more=more, guess=guess, fit=fit, option=True))],
-                  "shape": [("shape", Decisions(form=form, more=more, guess=guess, fit=fit, shape=True))],
+                  # The switches that read the conversation or the tools, each on form, more, guess and fit.
+                  **{name: [(name, Decisions(form=form, more=more, guess=guess, fit=fit, **{name: True}))]
+                     for name in ("cover", "percent", "option", "shape")},
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
                   "all": [("all", every)],
@@ -311,12 +310,13 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
 
 def _decides(decisions: Any) -> str:
     """How a model's constrained mode decides, in a line."""
+    from ..model._decide import SWITCHES
+
     if decisions is None or not decisions.active:
         return "greedy"
     set_ = [f"{k} {getattr(decisions, k):g}" for k in ("call", "more", "form", "guess", "copy", "fit", "word", "number")
             if getattr(decisions, k) is not None]
-    return "on " + ", ".join(set_ + [k for k in ("cover", "percent", "option", "shape", "distinct", "ground")
-                                     if getattr(decisions, k)])
+    return "on " + ", ".join(set_ + [k for k in SWITCHES if getattr(decisions, k)])
 
 
 def _apart_from_calibration(cases: list[Any], names: list[str]) -> list[Any]:

@@ -25,7 +25,7 @@ from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Grammar, matches
 
-__all__ = ["CALIBRATED", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
+__all__ = ["CALIBRATED", "SWITCHES", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
            "as_fraction", "asking", "branch_shares", "content_text", "conversation_text", "covers", "cut_word",
            "fork", "grammar_branch", "grounded", "guessed", "number_ahead", "numbers_in", "open_string", "refusing",
            "said", "shaped", "spoken_options", "stated_shape", "telling", "uncovered", "unfit", "ungrounded",
@@ -162,8 +162,7 @@ class Decisions:
     def active(self) -> bool:
         return self.call is not None or self.more is not None or self.form is not None or self.guess is not None or \
             self.copy is not None or self.fit is not None or self.word is not None or \
-            self.number is not None or self.cover or self.percent or self.option or self.shape or self.distinct or self.ground or \
-            self.samples > 1
+            self.number is not None or any(getattr(self, k) for k in SWITCHES) or self.samples > 1
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Decisions:
@@ -172,7 +171,7 @@ class Decisions:
         if unknown := sorted(set(data) - known):
             raise UsageError(f"unknown decision setting {', '.join(unknown)}; expected {', '.join(sorted(known))}")
         for key, value in data.items():
-            switch = key in _SWITCHES
+            switch = key in SWITCHES
             if switch != isinstance(value, bool) or not isinstance(value, bool | int | float):
                 raise UsageError(f"decision setting {key} takes {'true or false' if switch else 'a number'}, got "
                                  f"{value!r}")
@@ -185,7 +184,9 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 
 #: The settings of ``Decisions`` that are on or off.
-_SWITCHES = frozenset({"cover", "percent", "option", "shape", "distinct", "ground"})
+#: The settings that are on or off (the rest are shares, bonuses and counts), in the order a
+#: summary names them.
+SWITCHES = ("cover", "percent", "option", "shape", "distinct", "ground")
 
 
 @dataclass(frozen=True)
@@ -519,7 +520,7 @@ _FILLER = frozenset(["include", "includes", "is", "use", "with", "get", "show", 
 def _said_of(key: str, stems: frozenset[str]) -> bool:
     """Whether the conversation speaks of what a boolean argument named ``key`` is about: every
     word of its name but the filler ("include_human_impact": "human", "impact")."""
-    words = [w for w in _words(re.sub(r"(?<=[a-z])(?=[A-Z])", "_", key)) if w not in _FILLER]
+    words = _key_words(key)
     # A short word may be a clipped one: "stats" is said by "statistics".
     return bool(words) and all(_stem(w) in stems or (len(_stem(w)) >= 4 and any(s.startswith(_stem(w)) for s in stems))
                                for w in words)
@@ -930,6 +931,7 @@ def as_fraction(key: str, value: Any, schema: Mapping[str, Any], conversation: s
         return None
     if _PERCENT_WORDS.search(key) or _PERCENT_WORDS.search(str(schema.get("description") or "")):
         return None
+    keys = {_stem(w) for w in _key_words(key)}
     places: list[tuple[bool, bool]] = []
     for m in _NUMBER.finditer(conversation):
         whole, part, sign, word, short = m.groups()
@@ -937,7 +939,6 @@ def as_fraction(key: str, value: Any, schema: Mapping[str, Any], conversation: s
             continue
         percent = bool(sign) or bool(re.match(r"\s?percent\b", conversation[m.end():], re.IGNORECASE))
         before = _words(conversation[:m.start()])[-_NEAR:]
-        keys = {_stem(w) for w in _key_words(key)}
         last = max((i for i, w in enumerate(before) if _stem(w) in keys), default=None)
         # A key word belongs to the first number after it ("a rate of 5% over 5 years": not the years').
         near = last is not None and not any(w.isdigit() for w in before[last + 1:])
