@@ -32,12 +32,15 @@ def _top(logits: Any, k: int) -> tuple[list[int], list[float]]:
     over all of it, best first."""
     import numpy as np
 
-    logits = np.asarray(logits, dtype=np.float64)
-    k = max(1, min(k, len(logits)))
-    top = np.argpartition(-logits, k - 1)[:k]
+    # Read at every greedy pick under a grammar: in the row's own float32, without a negated copy
+    # (a Qwen row is 151k logits; float64 and negation made this several times slower).
+    logits = np.asarray(logits, dtype=np.float32)
+    n = len(logits)
+    k = max(1, min(k, n))
+    top = np.argpartition(logits, n - k)[n - k:]
     top = top[np.argsort(-logits[top], kind="stable")]
-    peak = float(np.max(logits))
-    norm = peak + float(np.log(np.sum(np.exp(logits - peak))))
+    peak = float(logits[top[0]])
+    norm = peak + float(np.log(np.sum(np.exp(logits - peak), dtype=np.float64)))
     return [int(t) for t in top], [float(logits[t]) - norm for t in top]
 
 

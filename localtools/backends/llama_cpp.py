@@ -227,7 +227,6 @@ class LlamaCppBackend:
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``); the
         prompt cache is reused, so after a generation only the reply's last token is evaluated."""
-        import numpy as np
 
         ids = self.tokenize(prompt) + list(reply)
         if len(ids) >= self.n_ctx:
@@ -240,7 +239,7 @@ class LlamaCppBackend:
         if self._heard is not None and (held := self._heard.choices(ids, k, self._token_text, ends)) is not None:
             return held
         self._feed(ids)
-        return top_choices(self._logits().astype(np.float64), k, self._token_text, ends)
+        return top_choices(self._logits(), k, self._token_text, ends)
 
     def _logits(self) -> Any:
         """The last evaluated position's logits, as a numpy view of llama.cpp's buffer (no copy)."""

@@ -377,7 +377,7 @@ class TransformersBackend:
             keep, past = self._take_prefix(ids)
             result = self.model(input_ids=torch.tensor([ids[keep:]], device=self.device), **{self._cache_arg: past},
                                 **self._step_kwargs)
-            logits = result.logits[0, -1, : len(self.tokenizer)].double().cpu().numpy()
+            logits = result.logits[0, -1, : len(self.tokenizer)].float().cpu().numpy()
         self._keep_prefix(ids, getattr(result, self._cache_arg))
         return top_choices(logits, k, text, self._eog.__contains__)
 
@@ -532,7 +532,7 @@ class _Steps:
     def pick(self, reply: list[int]) -> int:
         torch, logits = self.torch, self.logits[0]
         if self.heard is not None:  # before the penalty, which changes the row in place
-            self.heard.hear(reply, logits[: len(self.backend.tokenizer)].double().cpu().numpy())
+            self.heard.hear(reply, logits[: len(self.backend.tokenizer)].float().cpu().numpy())
         if self.penalty != 1.0 and reply:
             seen = torch.tensor(penalised(reply), device=logits.device)
             picked = logits[seen]
