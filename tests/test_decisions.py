@@ -1039,7 +1039,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     args.more_threshold = 0.4
     out = _lever_modes(args, modes, {("m", "llama-cpp"): loaded})
     assert out[0] is modes[0] and [m.lever for m in out[1:]] == [
-        "greedy", "call>=0.3", "more>=0.4", "cover", "percent", "option", "shape", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.3", "more>=0.4", "cover", "percent", "option", "shape", "held", "distinct", "ground", "samples=3", "all"]
     assert out[-1].decisions == Decisions(call=0.3, more=0.4, distinct=True, ground=True)
     assert len({m.label for m in out}) == len(out)
     args.lever = ["greedy", "all"]
@@ -1074,7 +1074,7 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
     args.lever, args.samples = None, None
     assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
-        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "option", "shape", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "option", "shape", "held", "distinct", "ground", "samples=3", "all"]
     args.lever = ["more"]
     with pytest.raises(UsageError, match="--more-threshold"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})
@@ -1905,3 +1905,97 @@ def test_a_place_the_description_names_in_two_parts_is_written_in_two_parts() ->
     for description in ("The city, e.g. Denver.", "The city and state.", "The location, e.g. Denver, CO.",
                         "The name of the city and state agency."):
         assert stated_shape({"type": "string", "description": description}) is None, description
+
+
+@tool
+def get_discoverer(discovery: str, detail: bool = False) -> str:
+    """Who made a scientific discovery."""
+    return "Chadwick"
+
+
+@tool
+def currency_rate(base: str, target: str) -> str:
+    """The exchange rate between two currencies."""
+    return "1.3"
+
+
+# Generated: requests answered in text; the call the model writes when asked for one is the
+# request in its own words, or holds a value of its own, or leaves part of the request out.
+_HELD_CASES = [
+    (said, call, taken)
+    for subject in ("neutron", "electron", "radium")
+    for said, call, taken in (
+        (f"Who discovered the {subject}?", tc("get_discoverer", discovery=subject), True),
+        (f"Who discovered the {subject}? Give details.", tc("get_discoverer", discovery=subject.title(), detail=True),
+         True),
+        (f"Who discovered the {subject}?", tc("get_discoverer", discovery="penicillin"), False),  # a value of its own
+        (f"What is the {subject}'s mass?", tc("get_discoverer", discovery=subject), False),  # the mass is not asked
+    )
+] + [(f"What is the rate from {a} to {b}?", tc("currency_rate", base=a, target=b), True)
+     for a, b in (("USD", "CAD"), ("EUR", "JPY"))] + \
+    [("What is the exchange rate today?", tc("currency_rate", base="USD", target="EUR"), False),
+     ("How many yen is 100 EUR?", tc("currency_rate", base="EUR", target="JPY"), False)]  # "yen" is not written
+
+
+@pytest.mark.parametrize(("said", "call", "taken"), _HELD_CASES)
+def test_held_makes_a_text_answer_the_call_the_user_asked_for(said: str, call: str, taken: bool) -> None:
+    answer = "I think it was someone famous."
+    backend = ScriptedBackend([answer, call], choices={})
+    ask = [{"role": "user", "content": said}]
+    result = Model(backend, family="qwen2.5").chat(ask, [get_discoverer, currency_rate], decisions=Decisions(held=True))
+    assert bool(result.tool_calls) == taken
+    assert (result.content or "") == ("" if taken else answer)
+    assert len(backend.grammars) == 2 and backend.grammars[1] is not backend.grammars[0]  # asked as a call
+    assert [(d.point, d.taken, d.argument) for d in result.decisions] == [
+        (DecisionPoint.HELD, taken, json.loads(call.split("\n")[1])["name"])]
+    # Off, the text answer stands, and nothing more is decoded.
+    off = ScriptedBackend([answer], choices={})
+    assert Model(off, family="qwen2.5").chat(ask, [get_discoverer, currency_rate],
+                                             decisions=Decisions(held=False, distinct=True)).content == answer
+    assert len(off.grammars) == 1
+
+
+def test_held_leaves_a_final_answer_and_a_refused_guess_as_text() -> None:
+    """Once a tool has answered, a text answer is the turn's end; after a refused guess, the text
+    is what the refusal chose."""
+    ask: list[dict[str, Any]] = [{"role": "user", "content": "Who discovered the neutron?"}]
+    done: list[dict[str, Any]] = [*ask, {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+        "name": "get_discoverer", "arguments": json.dumps({"discovery": "neutron"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "Chadwick"}]
+    backend = ScriptedBackend(["James Chadwick, in 1932."], choices={})
+    result = Model(backend, family="qwen2.5").chat(done, [get_discoverer], decisions=Decisions(held=True))
+    assert result.content == "James Chadwick, in 1932." and len(backend.grammars) == 1 and not result.decisions
+    # A guess refused on a low share (the model wanted text) is not turned back into a call.
+    share = {"": {"```": 0.01, "I": 0.99}}
+    guessing = ScriptedBackend([tc("get_discoverer", discovery="gravity"), "I do not know which discovery you mean."],
+                               choices=share)
+    vague = [{"role": "user", "content": "Who discovered it?"}]
+    result = Model(guessing, family="qwen2.5").chat(vague, [get_discoverer],
+                                                    decisions=Decisions(guess=0.5, held=True))
+    assert not result.tool_calls and [d.point for d in result.decisions] == [DecisionPoint.GUESS]
+
+
+def test_holds_reads_the_whole_request_and_every_required_value() -> None:
+    from localtools.model._decide import Grounds
+
+    specs = [get_discoverer.spec(), currency_rate.spec()]
+    grounds = Grounds.of([{"role": "user", "content": "What is the function of ATP synthase in mitochondria?"}],
+                         [{"type": "function", "function": {
+                             "name": "function_lookup", "description": "The function of a molecule in an organelle.",
+                             "parameters": {"type": "object", "required": ["molecule", "organelle"], "properties": {
+                                 "molecule": {"type": "string"}, "organelle": {"type": "string"}}}}}])
+    # Nothing of the tool's name is said but its values are the whole request.
+    assert grounds.holds([("function_lookup", {"molecule": "ATP synthase", "organelle": "mitochondria"})])
+    assert not grounds.holds([("function_lookup", {"molecule": "ATP synthase", "organelle": "nucleus"})])
+    assert not grounds.holds([("function_lookup", {"molecule": "ATP", "organelle": "mitochondria"})])  # "synthase"?
+    grounds = Grounds.of([{"role": "user", "content": "The rate from USD to CAD, and who discovered the neutron?"}],
+                         specs)
+    both = [("currency_rate", {"base": "USD", "target": "CAD"}), ("get_discoverer", {"discovery": "Neutron"})]
+    assert grounds.holds(both)
+    assert not grounds.holds(both[:1]) and not grounds.holds(both[1:])  # each leaves half the request out
+    assert not grounds.holds([("currency_rate", {"base": "USD", "target": "EUR"}), both[1]])  # one value made up
+    assert not grounds.holds([])
+    # No request to answer: the last message is a tool's result.
+    assert Grounds.of([{"role": "user", "content": "the neutron"}, {"role": "tool", "content": "x"}], specs).asked == \
+        frozenset()
+    assert Decisions.from_dict({"held": True}).held

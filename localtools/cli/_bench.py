@@ -77,7 +77,8 @@ def add_parser(sub: Any) -> None:
                        "where the tool does not take percentages; with form, more, guess and fit), option (an optional "
                        "argument the conversation names, asked of the model; with form, more, guess and fit), shape "
                        "(a date, or a city and its state, in the form its description states; with form, more, guess and fit), "
-                       "fit "
+                       "held (a text answer while a tool the user spoke of was offered decoded again as a call, taken "
+                       "when the conversation holds its values; with form, more, guess and fit), fit "
                        "(calls to a tool nothing in the "
                        "conversation speaks of, on a share under --fit-threshold, answered in text; with form, more "
                        "and guess), distinct (a reply's repeated call left out), "
@@ -87,7 +88,7 @@ def add_parser(sub: Any) -> None:
                        "thresholds from "
                        "`localtools calibrate MODEL` or --call-threshold / --more-threshold")
     bench.add_argument("--lever", action="append", metavar="NAME", help="with --levers: only these (repeatable): "
-                       "greedy, call, more, form, guess, copy, word, number, cover, percent, option, shape, fit, "
+                       "greedy, call, more, form, guess, copy, word, number, cover, percent, option, shape, held, fit, "
                        "distinct, "
                        "ground, "
                        "samples, all, "
@@ -236,7 +237,12 @@ def _bench_pooled(args: argparse.Namespace) -> int:
 
 #: The levers --lever names.
 _LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "percent", "option", "shape",
-           "fit", "distinct", "ground", "samples", "all", "all+samples")
+           "held", "fit", "distinct", "ground", "samples", "all", "all+samples")
+
+
+#: The levers that read the conversation or the tools: on/off settings, each measured on form, more,
+#: guess and fit.
+_READING = ("cover", "percent", "option", "shape", "held")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:
@@ -267,8 +273,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
             raise UsageError(f"--levers needs thresholds for {mode.model}: run `localtools calibrate {mode.model}` or "
                              "pass --call-threshold, --more-threshold or --form-threshold")
         every = Decisions(call=call, more=more, form=form, guess=guess, copy=copy, fit=fit, word=word, number=number,
-                          cover=own.cover, percent=own.percent, option=own.option, shape=own.shape, distinct=True,
-                          ground=True)
+                          distinct=True, ground=True, **{name: getattr(own, name) for name in _READING})
         # Each lever by the name --lever takes: its label in the results, and how it decides.
         # A threshold calibrate left unset (it found the decision best never taken) has no lever.
         levers = {"greedy": [("greedy", Decisions())],
@@ -288,7 +293,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
                      if number is not None else {}),
                   # The switches that read the conversation or the tools, each on form, more, guess and fit.
                   **{name: [(name, Decisions(form=form, more=more, guess=guess, fit=fit, **{name: True}))]
-                     for name in ("cover", "percent", "option", "shape")},
+                     for name in _READING},
                   "distinct": [("distinct", Decisions(distinct=True))], "ground": [("ground", Decisions(ground=True))],
                   "samples": [(f"samples={n}", Decisions(samples=n)) for n in dict.fromkeys(args.samples or [3])],
                   "all": [("all", every)],

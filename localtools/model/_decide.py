@@ -67,6 +67,9 @@ class DecisionPoint(StrEnum):
     #: An optional argument the conversation names (``spoken_options``) that a call left out: the
     #: reply decoded again with it required, taken when the value the model writes is grounded.
     OPTION = "option"
+    #: Under tool_choice "auto", a text answer to the user's request: the turn decoded again as a
+    #: call, taken when the call is the request in its own words (``Grounds.holds``).
+    HELD = "held"
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,11 @@ class Decisions:
     in the reply changed. ``shape``: a string argument whose description states the date format
     it takes ("in the format mm-dd-yyyy") is written in it: the grammar takes that format as the
     argument's ``pattern`` (``stated_shape``; a city and its state as "Denver, CO" too); on every
-    backend.
+    backend. ``held``: under tool_choice "auto", a text answer to the user's request (no tool
+    result since) is decoded again as a call, taken when the call is the request in its own words
+    (``Grounds.holds``: its values and its tool's name and description hold every word that says
+    what the request is about, and the conversation every required value): the mirror of
+    ``guess`` and ``fit``.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
     decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
@@ -133,6 +140,7 @@ class Decisions:
     percent: bool = False
     option: bool = False
     shape: bool = False
+    held: bool = False
     distinct: bool = False
     ground: bool = False
     samples: int = 1
@@ -183,10 +191,9 @@ class Decisions:
 CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 
-#: The settings of ``Decisions`` that are on or off.
 #: The settings that are on or off (the rest are shares, bonuses and counts), in the order a
 #: summary names them.
-SWITCHES = ("cover", "percent", "option", "shape", "distinct", "ground")
+SWITCHES = ("cover", "percent", "option", "shape", "held", "distinct", "ground")
 
 
 @dataclass(frozen=True)
@@ -642,13 +649,17 @@ class Grounds:
     conversation: str
     schemas: Mapping[str, Any]
     described: Mapping[str, str]
+    #: What the last message asks (``_content`` of its text) when it is the user's; empty otherwise.
+    asked: frozenset[str] = frozenset()
 
     @classmethod
     def of(cls, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]]) -> Grounds:
         """From a conversation and its tools (``{"type": "function", "function": {...}}``)."""
         fns = [spec["function"] for spec in specs]
+        last = messages[-1] if messages else {}
+        request = content_text(last.get("content")) if last.get("role") == "user" else None
         return cls(conversation_text(messages), {fn["name"]: fn.get("parameters") or {} for fn in fns},
-                   {fn["name"]: str(fn.get("description") or "") for fn in fns})
+                   {fn["name"]: str(fn.get("description") or "") for fn in fns}, _content(request or ""))
 
     def guessed(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
         return guessed(calls, self.schemas, self.conversation)
@@ -658,6 +669,18 @@ class Grounds:
 
     def unfit(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
         return unfit(calls, self.described, self.conversation)
+
+    def holds(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
+        """Whether ``calls`` answer the user's request (``asked``) in its own words: every word of
+        it that says what it is about is in a call's values or its tool's name or description, and
+        the conversation holds every required value that has words of its own (as ``guessed`` reads
+        them; at least one): a call made of what the user said, not of a guess or beside the point."""
+        values = _required_values(calls, self.schemas, self.conversation)
+        if not calls or not self.asked or not values or not all(ok for _, _, ok in values):
+            return False
+        written = " ".join(f"{name.replace('.', ' ').replace('_', ' ')} {self.described.get(name, '')} "
+                           f"{json.dumps(list(arguments.values()), ensure_ascii=False)}" for name, arguments in calls)
+        return self.asked <= _content(written)
 
 
 def refusing(tools: Sequence[str]) -> str:

@@ -660,10 +660,13 @@ class Model:
             if chosen is not None:
                 later = partial(variant, only=chosen)
         grounds = Grounds.of(messages, specs) if decisions.guess is not None or decisions.fit is not None or \
-            decisions.cover else None
+            decisions.cover or decisions.held else None
         if grounds is not None:
             gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
                               max_tokens=max_tokens, penalties=penalties)
+        if grounds is not None and decisions.held:
+            gen = self._held(run, prompt, whole, gen, thought, made, later, grounds, max_tokens=max_tokens,
+                             penalties=penalties)
         gen = self._more_calls(run, source, prompt, whole, gen, thought, made, later, decisions,
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
                                judge=None if grounds is None else partial(_stranger, decisions, grounds),
@@ -706,6 +709,30 @@ class Model:
             if taken:
                 gen, calls = attempt, tried
         return gen
+
+    def _held(self, run: _Decoding, prompt: Prompt, whole: ReplyFormat, gen: Generation, thought: str,
+              made: list[Decision], variant: Callable[..., ReplyFormat], grounds: Grounds, *, max_tokens: int,
+              penalties: Sequence[float]) -> Generation:
+        """A text answer to the user's request under tool_choice "auto": the turn decoded again as a
+        call, taken when the call is the request in its own words (``Grounds.holds``). Not after a
+        refused guess or unfit call (that text is the answer), nor once a tool has answered (a final
+        answer is text: ``Grounds.asked`` is empty), nor on a streamed turn."""
+        if run.live is not None or whole.tool_choice != "auto" or not whole.can_call or not grounds.asked or \
+                any(d.taken and d.point in (DecisionPoint.GUESS, DecisionPoint.FIT) for d in made) or \
+                whole.parse(gen.text).tool_calls:
+            return gen
+        asked = variant("required")
+        if asked.grammar is None:
+            return gen
+        try:
+            attempt = self._answer(run, prompt, asked, thought, max_tokens=max_tokens, penalties=penalties[:1])
+        except GenerationTruncated:
+            return gen
+        calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
+        taken = grounds.holds(calls)
+        made.append(Decision(DecisionPoint.HELD, None, None, taken, len(calls), gen.text,
+                             ", ".join(dict.fromkeys(name for name, _ in calls))))
+        return attempt if taken else gen
 
     def _vote(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, whole: ReplyFormat, gen: Generation,
               decisions: Decisions, made: list[Decision], messages: Sequence[Mapping[str, Any]], *,
