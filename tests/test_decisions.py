@@ -586,7 +586,7 @@ def test_a_reply_stops_where_it_parts_and_goes_on_as_if_decoded_whole(backend_na
 @pytest.mark.model
 @pytest.mark.parametrize("backend_name", ["llama-cpp", "transformers"])
 def test_a_bias_moves_greedy_picks_to_the_text_it_favours(backend_name: str) -> None:
-    """A greedy reply under the grammar goes where a bias's bonus points (a name the model would
+    """A reply under the grammar, greedy or drawn, goes where a bias's bonus points (a name the model would
     not write), token by token, and the grammar still holds: the bonus only reorders what it allows."""
     from localtools.model._decide import open_string
 
@@ -602,6 +602,12 @@ def test_a_bias_moves_greedy_picks_to_the_text_it_favours(backend_name: str) -> 
     biased = backend.generate(prompt, grammar=grammar, max_tokens=40, bias=bias)
     assert wanted not in plain.text and f'"city": "{wanted}' in biased.text
     assert matches(grammar, biased.text, prefix=biased.finish_reason == "length")
+    # A drawn reply (what samples votes with) takes the same bonus: at 50 nats no draw escapes it.
+    for seed in (1, 2):
+        drawn = backend.generate(prompt, grammar=grammar, max_tokens=40, bias=bias, temperature=0.7, top_p=0.95,
+                                 seed=seed)
+        assert f'"city": "{wanted}' in drawn.text, drawn.text
+        assert matches(grammar, drawn.text, prefix=drawn.finish_reason == "length")
 
 
 @tool
@@ -798,13 +804,15 @@ class _Biased(ScriptedBackend):
         return super().generate(prompt, **options)
 
 
-def test_the_copy_decision_biases_greedy_answers_under_the_grammar_only() -> None:
+def test_the_copy_decision_biases_answers_under_the_grammar_only() -> None:
+    """Greedy picks and drawn ones (``samples``) alike: a draw that votes against a greedy reply
+    reads the same values the same way."""
     from localtools.model._decide import CopyBias
 
     ask = [{"role": "user", "content": "Hours of the Louvre Museum?"},
            {"role": "tool", "tool_call_id": "1", "content": "Louvre Museum: 9-18"}]
     reply = tc("get_weather", city="Louvre Museum")
-    for decisions, temperature, biased in ((Decisions(copy=2.5), 0.0, True), (Decisions(copy=2.5), 0.7, False),
+    for decisions, temperature, biased in ((Decisions(copy=2.5), 0.0, True), (Decisions(copy=2.5), 0.7, True),
                                            (Decisions(), 0.0, False)):
         backend = _Biased([reply])
         Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=decisions, temperature=temperature)
@@ -918,6 +926,17 @@ def test_what_grounds_a_value(value: Any, said: str, kept: bool) -> None:
     schema = {"default": 10} if isinstance(value, int) and not isinstance(value, bool) else \
         {"default": False} if isinstance(value, bool) else {}
     assert grounded(value, conversation_text([{"role": "user", "content": said}]), schema) is kept
+
+
+def test_a_default_grounds_its_own_value_only() -> None:
+    """The schema's default and the stated one are compared alike: a boolean only as a boolean, a
+    string case- and spacing-blind."""
+    from localtools.model._decide import grounded
+
+    assert not grounded(True, "", {"default": 1}) and not grounded(1, "", {"default": True})
+    assert grounded(True, "", {"default": True}) and grounded(0, "", {"default": 0.0})
+    assert grounded("Celsius", "", {"default": "celsius"}) and grounded("fasta", "", {"description": "Default is 'FASTA'."})
+    assert not grounded("Kelvin", "", {"default": "celsius"}) and not grounded("", "", {"default": ""})
 
 
 def test_the_models_own_words_ground_nothing() -> None:
@@ -1255,14 +1274,28 @@ def forecast(city: str, unit: str = "celsius") -> str:
 
 
 @pytest.mark.parametrize("ground", [True, False])
-def test_samples_vote_on_the_calls_the_turn_would_give(ground: bool) -> None:
-    """Two draws for Paris, one with a unit nobody asked for: with ``ground`` they are one answer
-    (the unit would be left out) and outvote greedy's London; without it, three answers tie and
-    greedy's stands."""
+def test_samples_vote_on_the_calls_and_their_required_values(ground: bool) -> None:
+    """Two draws for Paris, one with a unit nobody asked for: one answer either way (the vote is
+    on the calls and their required values), and it outvotes greedy's London; the reply that
+    wins is the first of its answer's (the unit was in the second)."""
     paris, paris_unit = tc("forecast", city="Paris"), tc("forecast", city="Paris", unit="kelvin")
-    backend = ScriptedBackend([tc("forecast", city="London"), paris, paris_unit])
-    result = Model(backend, family="qwen2.5").chat(ASK, [forecast], decisions=Decisions(samples=3, ground=ground))
-    assert [c.arguments for c in result.tool_calls] == ([{"city": "Paris"}] if ground else [{"city": "London"}])
+    for first, second in ((paris, paris_unit), (paris_unit, paris)):
+        backend = ScriptedBackend([tc("forecast", city="London"), first, second])
+        result = Model(backend, family="qwen2.5").chat(ASK, [forecast], decisions=Decisions(samples=3, ground=ground))
+        kept = {"city": "Paris", **({"unit": "kelvin"} if first is paris_unit and not ground else {})}
+        assert [c.arguments for c in result.tool_calls] == [kept]
+
+
+def test_an_optional_argument_the_reply_was_given_is_not_outvoted() -> None:
+    """The greedy reply holds an optional argument the draws leave out (as ``option`` adds one the
+    user named): the same answer, so the greedy reply stands whole and nothing more is drawn."""
+    asked = [{"role": "user", "content": "Weather in Paris, the unit in kelvin?"}]
+    backend = ScriptedBackend([tc("forecast", city="Paris", unit="kelvin"), tc("forecast", city="Paris"),
+                               tc("forecast", city="Paris"), tc("forecast", city="Paris")])
+    result = Model(backend, family="qwen2.5").chat(asked, [forecast], decisions=Decisions(samples=5, ground=True))
+    assert [c.arguments for c in result.tool_calls] == [{"city": "Paris", "unit": "kelvin"}]
+    (vote,) = [d for d in result.decisions if d.point is DecisionPoint.VOTE]
+    assert not vote.taken and vote.calls == 3  # greedy and two draws agree: settled
 
 
 def test_a_streamed_turn_is_not_voted_on() -> None:
@@ -1363,6 +1396,20 @@ def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: 
     # A model the catalog does not list: the file alone.
     (tmp_path / "mine.json").write_text(json_.dumps({"decisions": {"call": 0.6, "distinct": True}}))
     assert load_module.resolve_decisions("calibrated", "mine") == Decisions(call=0.6, distinct=True)
+    # What the bench's levers start from: the same merge, None without a file, each read once.
+    reads: list[str] = []
+    read = load_module.calibrated
+
+    def counted(model: str) -> Decisions | None:
+        reads.append(model)
+        return read(model)
+
+    monkeypatch.setattr(load_module, "calibrated", counted)
+    assert load_module.with_calibration(default_model()) == mine
+    assert load_module.with_calibration("mine") == Decisions(call=0.6, distinct=True)
+    assert load_module.with_calibration("other") is None
+    assert reads == [default_model(), "mine", "other"]
+    monkeypatch.setattr(load_module, "calibrated", read)
     # Unasked, the catalog's thresholds; never the calibration's call threshold.
     assert load_module.load(family="qwen2.5").decisions == load_module.catalog_decisions(default_model())
     assert load_module.load(decisions="greedy", family="qwen2.5").decisions is None
@@ -1999,3 +2046,29 @@ def test_holds_reads_the_whole_request_and_every_required_value() -> None:
     assert Grounds.of([{"role": "user", "content": "the neutron"}, {"role": "tool", "content": "x"}], specs).asked == \
         frozenset()
     assert Decisions.from_dict({"held": True}).held
+
+
+@pytest.mark.parametrize("drawn", [
+    [tc("get_discoverer", discovery="gravity"), tc("get_discoverer", discovery="gravity")],  # the same guess
+    [tc("get_discoverer", discovery="radium"), tc("get_discoverer", discovery="radium")],  # another guess
+])
+def test_samples_never_bring_back_a_call_the_turn_refused(drawn: list[str]) -> None:
+    """A guess refused on a low call share stays refused: draws that guess again do not vote, so
+    the text answer stands however many of them agree."""
+    share = {"": {"```": 0.01, "I": 0.99}}
+    text = "I do not know which discovery you mean."
+    backend = ScriptedBackend([tc("get_discoverer", discovery="gravity"), text, *drawn], choices=share)
+    vague = [{"role": "user", "content": "Who discovered it?"}]
+    result = Model(backend, family="qwen2.5").chat(vague, [get_discoverer],
+                                                   decisions=Decisions(guess=0.5, samples=3, temperature=0.8))
+    assert not result.tool_calls and result.content == text
+    (vote,) = [d for d in result.decisions if d.point is DecisionPoint.VOTE]
+    assert not vote.taken and vote.calls == 1  # neither draw voted
+    # A draw the turn would not refuse (the user's own value) still votes.
+    named = [{"role": "user", "content": "Who discovered radium?"}]
+    backend = ScriptedBackend([tc("get_discoverer", discovery="radium")] * 3, choices=share)
+    result = Model(backend, family="qwen2.5").chat(named, [get_discoverer],
+                                                   decisions=Decisions(guess=0.5, samples=3, temperature=0.8))
+    assert [c.arguments for c in result.tool_calls] == [{"discovery": "radium"}]
+    (vote,) = [d for d in result.decisions if d.point is DecisionPoint.VOTE]
+    assert vote.calls == 2  # greedy and one draw agree: the vote is settled

@@ -114,8 +114,8 @@ class Capabilities:
     #: grammar (a decision taken part way through a reply decodes only what follows). Without it
     #: the reply is decoded again from its start.
     continues: bool = False
-    #: Its greedy ``generate`` takes ``bias=`` (a ``Bias``): logit bonuses for the texts a reply may
-    #: go on with, added before the grammar picks. Without it the copy decision is not made.
+    #: Its ``generate`` takes ``bias=`` (a ``Bias``): logit bonuses for the texts a reply may go on
+    #: with, added before the grammar picks, greedy or drawn. Without it the copy decision is not made.
     biases: bool = False
     #: Its ``generate`` takes ``parting=`` (a ``Parting``) and stops a reply where it parts, so a
     #: decision there costs no tokens past it. Without it the reply is decoded whole first.

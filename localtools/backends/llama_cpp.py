@@ -17,7 +17,8 @@ from .._types import Prompt
 from ..grammar import Grammar
 from ..host._gguf import read_metadata
 from ._base import Bias, Capabilities, Generation, Parting, TokenChoice
-from ._decode import PENALTY_WINDOW, Bonuses, FastForward, Heard, decode, penalised, top_choices
+from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices
+from ._draw import draw, nucleus_draw
 
 __all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
 
@@ -298,18 +299,18 @@ class LlamaCppBackend:
         parting: Parting | None = None,
     ) -> Generation:
         """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
-        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``);
+        (``Capabilities.continues``); with ``bias``'s bonuses, greedy or drawn (``Capabilities.biases``);
         stopped where it parts (``Capabilities.parts``)."""
         prompt_ids = self.tokenize(prompt)
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:
             raise ContextLengthExceeded(len(prompt_ids), self.n_ctx)
         max_tokens = min(max_tokens, room)
+        bonuses = Bonuses(bias, self.reply_text, self._data_ids) if bias is not None else None
         if temperature > 0:
-            pick: _Picker = _Sampled(self, grammar, temperature, top_p, seed, repeat_penalty)
+            pick: _Picker = _Sampled(self, grammar, temperature, top_p, seed, repeat_penalty, bonuses=bonuses)
         else:
-            pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy",
-                           bonuses=Bonuses(bias, self.reply_text, self._data_ids) if bias is not None else None)
+            pick = _Greedy(self, grammar, repeat_penalty, lazy=self.mask == "lazy", bonuses=bonuses)
         ahead = FastForward(grammar, self._encode, self._is_control) if grammar is not None and self.fast_forward else None
         # A greedy reply under a grammar is the one decisions are read after: what the model
         # wanted at each pick is kept for them.
@@ -435,6 +436,21 @@ def _allows_end(llama_cpp: Any, grammar: Any, one_array: Any, vocab: Any) -> boo
     return any(_allows(llama_cpp, grammar, one_array, token) for token in ends if token >= 0)
 
 
+def _scored(np: Any, logits: Any, reply: list[int], penalty: float, bonus: dict[int, float]) -> Any:
+    """The logits a pick reads: the repeat penalty on the reply's recent tokens, then the bonuses
+    (a copy where either changes them; llama.cpp's own row otherwise)."""
+    if (penalty == 1.0 or not reply) and not bonus:
+        return logits
+    scores = logits.copy()
+    if penalty != 1.0 and reply:
+        seen = np.asarray(penalised(reply))
+        # llama.cpp's rule: shrink positive logits, push negative ones further down.
+        scores[seen] = np.where(scores[seen] <= 0, scores[seen] * penalty, scores[seen] / penalty)
+    for token, add in bonus.items():
+        scores[token] += add
+    return scores
+
+
 def _one_array(llama_cpp: Any) -> Any:
     return llama_cpp.llama_token_data_array(ctypes.pointer(llama_cpp.llama_token_data(0, 0.0, 0.0)), 1, -1, False)
 
@@ -470,18 +486,8 @@ class _Greedy:
                 ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
 
     def _scores(self, reply: list[int]) -> Any:
-        logits = self.backend._logits()
-        bonus = self.bonuses(reply) if self.bonuses is not None else {}
-        if (self.penalty == 1.0 or not reply) and not bonus:
-            return logits
-        scores = logits.copy()
-        if self.penalty != 1.0 and reply:
-            seen = self.np.asarray(penalised(reply))
-            # llama.cpp's rule: shrink positive logits, push negative ones further down.
-            scores[seen] = self.np.where(scores[seen] <= 0, scores[seen] * self.penalty, scores[seen] / self.penalty)
-        for token, add in bonus.items():
-            scores[token] += add
-        return scores
+        return _scored(self.np, self.backend._logits(), reply, self.penalty,
+                       self.bonuses(reply) if self.bonuses is not None else {})
 
     def __call__(self, reply: list[int]) -> int:
         scores = self._scores(reply)
@@ -521,42 +527,60 @@ class _Greedy:
 
 
 class _Sampled:
-    """Temperature sampling: llama.cpp's sampler chain, the grammar masking every step."""
+    """Temperature sampling under an optional grammar: top-p of the tokens the grammar allows, at
+    the temperature, drawn as masking first would draw it (``draw``), the grammar asked about the
+    best tokens one at a time; the whole vocabulary is masked only when they do not settle it."""
 
     def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, temperature: float, top_p: float,
-                 seed: int | None, repeat_penalty: float):
+                 seed: int | None, repeat_penalty: float, *, bonuses: Bonuses | None = None):
+        import numpy
+
+        self.np = numpy
         self.llama_cpp = llama_cpp = _import()
-        self.ctx = backend.llm._ctx.ctx
+        self.backend, self.bonuses = backend, bonuses
+        self.temperature, self.top_p, self.penalty = temperature, top_p, repeat_penalty
+        self.rng = numpy.random.default_rng(seed if seed is not None else 0)
         self.vocab = backend.llm._model.vocab
-        # The grammar first: it is the one step that can fail, and then nothing is left to free.
-        masked = [_grammar_sampler(llama_cpp, backend, grammar)] if grammar is not None else []
-        #: The grammar step, owned by the chain: forced tokens are checked against it.
-        self.grammar = masked[0] if masked else None
+        self.n_vocab = backend.llm.n_vocab()
         self.one_array = _one_array(llama_cpp)
-        self.chain = llama_cpp.llama_sampler_chain_init(llama_cpp.llama_sampler_chain_default_params())
-        steps = [llama_cpp.llama_sampler_init_penalties(backend.llm.n_vocab(), PENALTY_WINDOW, repeat_penalty, 0.0, 0.0),
-                 *masked]
-        steps += [llama_cpp.llama_sampler_init_top_p(top_p, 1), llama_cpp.llama_sampler_init_temp(temperature),
-                  llama_cpp.llama_sampler_init_dist(seed if seed is not None else 0)]
-        for step in steps:  # the chain owns its steps and frees them with itself
-            llama_cpp.llama_sampler_chain_add(self.chain, step)
+        self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
+        if self.grammar is not None:
+            self.all = backend._candidates()
+            self.all_array = llama_cpp.llama_token_data_array(
+                ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
 
     def __call__(self, reply: list[int]) -> int:
-        # The chain's penalty step keeps its own window of the tokens it sampled: the same tokens.
-        return int(self.llama_cpp.llama_sampler_sample(self.chain, self.ctx, -1))
+        scores = _scored(self.np, self.backend._logits(), reply, self.penalty,
+                         self.bonuses(reply) if self.bonuses is not None else {})
+        grammar = self.grammar
+
+        def allows(token: int) -> bool:
+            return grammar is None or _allows(self.llama_cpp, grammar, self.one_array, token)
+
+        token = draw(scores, allows, top_p=self.top_p, temperature=self.temperature, rng=self.rng)
+        if token is None:
+            masked = scores
+            if grammar is not None:
+                self.all["logit"] = scores
+                self.all_array.size, self.all_array.selected = self.n_vocab, -1
+                self.llama_cpp.llama_sampler_apply(grammar, ctypes.byref(self.all_array))
+                masked = self.all["logit"]
+            token = nucleus_draw(masked, top_p=self.top_p, temperature=self.temperature, rng=self.rng)
+            if token is None:
+                raise GrammarError("the grammar allows no token here (the grammar is broken)")
+        if grammar is not None:
+            self.llama_cpp.llama_sampler_accept(grammar, token)
+        return token
 
     def force(self, tokens: list[int]) -> int:
-        # Accepted by the whole chain, so the penalty step's window holds them as if sampled.
-        if self.grammar is not None:
-            return _force(self.llama_cpp, self.grammar, self.chain, self.one_array, tokens)
-        for token in tokens:
-            self.llama_cpp.llama_sampler_accept(self.chain, token)
-        return len(tokens)
+        if self.grammar is None:
+            return len(tokens)
+        return _force(self.llama_cpp, self.grammar, self.grammar, self.one_array, tokens)
 
     def allows_end(self) -> bool:
         return self.grammar is not None and _allows_end(self.llama_cpp, self.grammar, self.one_array, self.vocab)
 
     def close(self) -> None:
-        if self.chain is not None:
-            self.llama_cpp.llama_sampler_free(self.chain)
-            self.chain = self.grammar = None
+        if self.grammar is not None:
+            self.llama_cpp.llama_sampler_free(self.grammar)
+            self.grammar = None

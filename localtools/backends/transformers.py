@@ -452,7 +452,7 @@ class TransformersBackend:
         parting: Parting | None = None,
     ) -> Generation:
         """One reply to ``prompt`` under ``grammar`` (``Backend.generate``), going on from ``reply``
-        (``Capabilities.continues``); greedy, with ``bias``'s bonuses (``Capabilities.biases``);
+        (``Capabilities.continues``); with ``bias``'s bonuses, greedy or drawn (``Capabilities.biases``);
         stopped where it parts (``Capabilities.parts``)."""
         torch, _ = _import()
         prompt_ids = self.tokenize(prompt)
@@ -466,7 +466,7 @@ class TransformersBackend:
             if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
-        if bias is not None and temperature <= 0:
+        if bias is not None:
             steps.bonuses = Bonuses(bias, self.reply_text, self._data_ids)
         # A greedy reply under a grammar is the one decisions are read after: what the model
         # wanted at each pick is kept for them.

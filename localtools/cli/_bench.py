@@ -250,7 +250,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
     from dataclasses import replace
 
     from ..model._decide import Decisions
-    from ..model._load import calibrated, resolve_decisions
+    from ..model._load import with_calibration
 
     out = []
     for mode in modes:
@@ -259,8 +259,7 @@ def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[
             continue
         # The levers are measured on the thresholds `calibrate` wrote, asked for here by --levers itself,
         # else on the catalog's.
-        own = (resolve_decisions("calibrated", mode.model) if calibrated(mode.model) else None) or \
-            models[mode.model, mode.backend].decisions or Decisions()
+        own = with_calibration(mode.model) or models[mode.model, mode.backend].decisions or Decisions()
         call = args.call_threshold if args.call_threshold is not None else own.call
         more = args.more_threshold if args.more_threshold is not None else own.more
         form = args.form_threshold if args.form_threshold is not None else own.form

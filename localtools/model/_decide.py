@@ -92,17 +92,17 @@ class Decisions:
     ``more`` added is left out when it is a guess made on a share (another call against the end) under
     this threshold. ``copy``: inside
     a string the reply is writing, the tokens that go on with a span of the conversation the string
-    so far matches (the user's words, a tool's result) get this bonus on their logits, greedy picks
-    only (``CopyBias``; backends with ``Capabilities.biases``). ``fit``: under tool_choice "auto", a
+    so far matches (the user's words, a tool's result) get this bonus on their logits, greedy
+    and drawn picks (``CopyBias``; backends with ``Capabilities.biases``). ``fit``: under tool_choice "auto", a
     reply calling only tools that nothing in the conversation speaks of (``unfit``: no word of their name
     or description) and whose call share is under this threshold is answered in text, as a refused guess is
     (a further call, on the share that added it, is left out). ``word``: inside a string, where the
     string so far stops inside a word of the conversation wherever it starts one there ("C" of "C#",
-    "Christian" of "Christianity"), the rest of that word gets this bonus (``cut_word``; greedy
-    picks, backends with ``Capabilities.biases``). ``number``: where a number the reply writes so far
+    "Christian" of "Christianity"), the rest of that word gets this bonus (``cut_word``; the
+    same picks and backends with ``Capabilities.biases``). ``number``: where a number the reply writes so far
     starts one the conversation writes ("50 million" as 50000000, "5%" as 5 or 0.05), its next
-    digit gets this bonus, and where it is whole its digits lose it (``number_ahead``; greedy
-    picks, the same backends).
+    digit gets this bonus, and where it is whole its digits lose it (``number_ahead``; the same
+    picks and backends).
     ``cover``: where ``more`` would end the turn but the user listed values beside one the calls
     used that no call used (``uncovered``: "seasons 2017, 2018 and 2019" after a call for 2017),
     another call is written, and kept only when it uses one of them (``covers``) and ``more``'s
@@ -317,13 +317,12 @@ def _plain(text: str) -> str:
 
 
 def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
-    """Whether an argument's ``value`` is grounded: the schema's default, or written in
+    """Whether an argument's ``value`` is grounded: one of its ``defaults`` (as ``_same`` compares:
+    ``true`` is not ``1``, a string case-blind), or written in
     ``conversation`` (``_plain`` text; strings case- and spacing-blind, numbers as written or as
     ``numbers_in`` reads them: "$400,000", "50 million", "4%" as 0.04; every item of a list or
     object). A boolean has no words of its own: only its default grounds it."""
-    if isinstance(schema, Mapping) and "default" in schema and schema["default"] == value:
-        return True
-    if isinstance(schema, Mapping) and _same(value, stated_default(schema.get("description"))):
+    if isinstance(schema, Mapping) and _same(value, defaults(schema)):
         return True
     if isinstance(value, bool) or value is None:
         return False
@@ -458,6 +457,12 @@ def shaped(specs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         props = {k: ({**v, "pattern": patterns[k]} if k in patterns else v) for k, v in props.items()}
         out.append({**spec, "function": {**function, "parameters": {**params, "properties": props}}})
     return out
+
+
+def defaults(prop: Mapping[str, Any]) -> tuple[Any, ...]:
+    """An argument's defaults: its schema's ``default`` and the one its description states in words
+    (``stated_default``)."""
+    return (*((prop["default"],) if "default" in prop else ()), *stated_default(prop.get("description")))
 
 
 def _same(value: Any, candidates: Sequence[Any]) -> bool:
@@ -756,8 +761,7 @@ def adds_option(before: Sequence[tuple[str, Mapping[str, Any]]], after: Sequence
         return False
     props = schema.get("properties") if isinstance(schema, Mapping) else None
     prop = props.get(key) if isinstance(props, Mapping) else None
-    prop = prop if isinstance(prop, Mapping) else {}
-    defaults = (*((prop["default"],) if "default" in prop else ()), *stated_default(prop.get("description")))
+    given = defaults(prop if isinstance(prop, Mapping) else {})
     for (was, old), (now, new) in zip(before, after, strict=True):
         if was != now:
             return False
@@ -768,7 +772,7 @@ def adds_option(before: Sequence[tuple[str, Mapping[str, Any]]], after: Sequence
         if key not in new or {k: v for k, v in new.items() if k != key} != dict(old):
             return False
         value = new[key]
-        if _same(value, defaults) or ungrounded(name, {key: value}, schema, conversation):
+        if _same(value, given) or ungrounded(name, {key: value}, schema, conversation):
             return False
     return True
 

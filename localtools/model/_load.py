@@ -17,7 +17,7 @@ from ._decide import CALIBRATED, Decisions
 from ._model import Model
 
 __all__ = ["BACKENDS", "ENGINES", "backend_class", "calibrated", "calibration_path", "catalog_decisions", "load",
-           "resolve_decisions"]
+           "resolve_decisions", "with_calibration"]
 
 
 def calibration_path(model: str) -> Path:
@@ -50,20 +50,28 @@ def catalog_decisions(model: str, family: str | None = None) -> Decisions | None
         raise ModelError(f"models.txt: {entry.name}'s decisions: {exc}") from None
 
 
+def with_calibration(model: str, *, family: str | None = None, template: str | None = None) -> Decisions | None:
+    """``model``'s decisions with the thresholds ``localtools calibrate`` wrote for it (``calibrated``,
+    read once) in place of the catalog's; ``None`` when it wrote none."""
+    found = calibrated(model)
+    if found is None:
+        return None
+    # calibrate chooses only the thresholds its probes can replay; the catalog's other settings
+    # (ground, word, number, cover...) stand, or calibrating would switch them off.
+    base = catalog_decisions(model, family) if template is None else None
+    return found if base is None else replace(base, **{key: getattr(found, key) for key in CALIBRATED})
+
+
 def resolve_decisions(decisions: Decisions | str | None, model: str | None, *, family: str | None = None,
                       template: str | None = None) -> Decisions | None:
     """What ``load``'s ``decisions`` stands for on ``model`` (``None``: greedy)."""
     if decisions == "calibrated":
         name = model or default_model()
-        found = calibrated(name)
+        found = with_calibration(name, family=family, template=template)
         if found is None:
             raise UsageError(f"no calibrated thresholds for {name}: run `localtools calibrate {name}` first "
                              f"(they are kept at {calibration_path(name)})")
-        # calibrate chooses only the thresholds its probes can replay; the catalog's other settings
-        # (ground, word, number, cover...) stand, or calibrating would switch them off.
-        base = catalog_decisions(name, family) if template is None else None
-        return found if base is None else \
-            replace(base, **{key: getattr(found, key) for key in CALIBRATED})
+        return found
     if decisions == "greedy":
         return None
     if decisions is None:

@@ -161,6 +161,14 @@ def _question(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _required_of(arguments: Mapping[str, Any], schema: Any) -> dict[str, Any]:
+    """``arguments`` less the ones ``schema`` does not require (all of them without a schema)."""
+    required = schema.get("required") if isinstance(schema, Mapping) else None
+    if not isinstance(required, list):
+        return dict(arguments)
+    return {k: v for k, v in arguments.items() if k in required}
+
+
 def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
     """A tool's spec with ``key`` among its required arguments."""
     function = dict(spec["function"])
@@ -255,7 +263,7 @@ class _Decoding:
         extra: dict[str, Any] = {"reply": list(reply)} if reply and can.continues else {}
         if parting is not None and can.parts and can.continues:
             extra["parting"] = parting
-        if self.bias is not None and grammar is not None and (sampling or self._sampling)["temperature"] <= 0:
+        if self.bias is not None and grammar is not None:
             extra["bias"] = self.bias
         gen = self.backend.generate(prompt, grammar=grammar, max_tokens=max_tokens, stop=stop,
                                     repeat_penalty=repeat_penalty, **(sampling or self._sampling), **self._extra,
@@ -675,7 +683,11 @@ class Model:
         if decisions.option:
             gen = self._options(run, source, prompt, whole, gen, thought, made, later, specs, messages,
                                 max_tokens=max_tokens, penalties=penalties)
-        gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, messages, max_tokens=max_tokens)
+        refused = partial(self._refused, source, prompt, variant, decisions, grounds, made) \
+            if grounds is not None and whole.tool_choice == "auto" and \
+            (decisions.guess is not None or decisions.fit is not None) else None
+        gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, messages, max_tokens=max_tokens,
+                         refused=refused)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
                             decisions=decisions, made=made, messages=messages)
 
@@ -736,21 +748,27 @@ class Model:
 
     def _vote(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, whole: ReplyFormat, gen: Generation,
               decisions: Decisions, made: list[Decision], messages: Sequence[Mapping[str, Any]], *,
-              max_tokens: int) -> Generation:
+              max_tokens: int, refused: Callable[[list[tuple[str, dict[str, Any]]]], bool] | None = None
+              ) -> Generation:
         """Self-consistency: ``gen`` and ``decisions.samples - 1`` replies drawn under ``fmt``'s
-        grammar vote on their calls (a set of call keys; "no call" is one answer); the most
-        common answer wins, ``gen`` (then the earliest) breaking ties. A sample cut inside a call
-        does not vote. Drawing stops once no answer could catch the leading one with every draw
-        left (greedy and two draws that agree settle five): the same winner, fewer decodes. Not on
-        a streamed turn: a drawn text answer would stream as it is written."""
+        grammar vote on their calls (a set of call keys over their required arguments; "no call" is
+        one answer); the most common answer wins, ``gen`` (then the earliest) breaking ties. A
+        sample cut inside a call does not vote, nor one whose calls ``refused`` says the turn would
+        answer in text (``guess``, ``fit``): a draw never brings back a call the turn refused.
+        Drawing stops once no answer could catch the leading one with every draw left (greedy and
+        two draws that agree settle five): the same winner, fewer decodes. Not on a streamed turn:
+        a drawn text answer would stream as it is written."""
         if decisions.samples <= 1 or run.live is not None:
             return gen
 
         def answer(reply: Generation) -> tuple[str, ...]:
-            # Compared as the turn would give them: a draw that differs only in an optional
-            # argument ground leaves out, or in a repeat, is the same answer.
+            # Compared as the turn would give them (a repeat, an argument ground leaves out), by
+            # their required arguments: the vote settles which calls, with which required values;
+            # the optional ones are the winning reply's (the first reply's when it is among the
+            # winners, with what option and ground gave it).
             calls, _ = _settled(whole.parse(reply.text).tool_calls, whole, decisions, messages)
-            return tuple(sorted(call_key(c.name, c.arguments) for c in calls))
+            return tuple(sorted(call_key(c.name, _required_of(c.arguments, whole.schemas.get(c.name)))
+                                for c in calls))
 
         replies, answers = [gen], [answer(gen)]
         for i in range(decisions.samples - 1):
@@ -760,14 +778,40 @@ class Model:
             drawn = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
                                  repeat_penalty=1.0, sampling={"temperature": decisions.temperature,
                                                                "top_p": decisions.top_p, "seed": i})
-            if not (drawn.finish_reason == "length" and fmt.cut_inside_call(drawn.text)):
-                replies.append(drawn)
-                answers.append(answer(drawn))
+            if drawn.finish_reason == "length" and fmt.cut_inside_call(drawn.text):
+                continue
+            if refused is not None and (calls := [(c.name, c.arguments) for c in whole.parse(drawn.text).tool_calls]) \
+                    and refused(calls):
+                continue
+            replies.append(drawn)
+            answers.append(answer(drawn))
         votes = Counter(answers)
         most = max(votes.values())
         chosen = replies[next(i for i, a in enumerate(answers) if votes[a] == most)]
         made.append(Decision(DecisionPoint.VOTE, most / len(replies), None, chosen is not gen, len(replies)))
         return chosen
+
+    @staticmethod
+    def _call_share(source: NextTokens, prompt: Prompt, variant: Callable[..., ReplyFormat], decisions: Decisions,
+                    made: list[Decision]) -> float | None:
+        """The turn's call share: the one a decision of this turn read (call, guess, fit), else read."""
+        share = next((d.share for d in made if d.point in (DecisionPoint.CALL, DecisionPoint.GUESS, DecisionPoint.FIT)
+                      and d.share is not None), None)
+        if share is None:
+            share = decide(source, prompt, DecisionPoint.CALL, 0.0, variant("required").grammar,
+                           variant("none").grammar, decisions).share
+        return share
+
+    def _refused(self, source: NextTokens, prompt: Prompt, variant: Callable[..., ReplyFormat], decisions: Decisions,
+                 grounds: Grounds, made: list[Decision], calls: list[tuple[str, dict[str, Any]]]) -> bool:
+        """Whether ``guess`` or ``fit`` would answer ``calls`` in text on this turn's call share."""
+        guess = decisions.guess is not None and grounds.guessed(calls)
+        unfit = decisions.fit is not None and bool(grounds.unfit(calls))
+        if not guess and not unfit:
+            return False
+        share = self._call_share(source, prompt, variant, decisions, made)
+        return share is not None and ((guess and decisions.guess is not None and share < decisions.guess) or
+                                      (unfit and decisions.fit is not None and share < decisions.fit))
 
     def _guess(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions,
@@ -787,10 +831,7 @@ class Model:
         strangers = grounds.unfit(calls) if decisions.fit is not None else []
         if not guess and not strangers:
             return gen
-        share = next((d.share for d in made if d.point is DecisionPoint.CALL), None)
-        if share is None:
-            share = decide(source, prompt, DecisionPoint.CALL, 0.0, variant("required").grammar,
-                           variant("none").grammar, decisions).share
+        share = self._call_share(source, prompt, variant, decisions, made)
         guessing = unfitting = False
         if guess:
             assert decisions.guess is not None
