@@ -38,8 +38,9 @@ def draw(logits: Any, allows: Callable[[int], bool], *, top_p: float, temperatur
         return token if allows(token) else None
     probs = np.exp(row - row.max())
     probs /= probs.sum()
-    m = max(1, min(scan, len(row)))
-    best = np.argpartition(-row, m - 1)[:m]
+    n = len(row)
+    m = max(1, min(scan, n))
+    best = np.argpartition(row, n - m)[n - m:]  # no negated copy of a 151k row
     best = best[np.argsort(-row[best], kind="stable")]
     asked = found = 0.0
     kept: list[int] = []

@@ -228,7 +228,6 @@ class LlamaCppBackend:
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``); the
         prompt cache is reused, so after a generation only the reply's last token is evaluated."""
-
         ids = self.tokenize(prompt) + list(reply)
         if len(ids) >= self.n_ctx:
             raise ContextLengthExceeded(len(ids), self.n_ctx)
@@ -451,6 +450,24 @@ def _scored(np: Any, logits: Any, reply: list[int], penalty: float, bonus: dict[
     return scores
 
 
+def _vocabulary(llama_cpp: Any, backend: LlamaCppBackend) -> tuple[Any, Any]:
+    """The backend's reusable candidates over the vocabulary (``_candidates``) and a llama.cpp
+    array over the same memory, for masking it whole."""
+    candidates = backend._candidates()
+    array = llama_cpp.llama_token_data_array(ctypes.cast(candidates.ctypes.data, llama_cpp.llama_token_data_p),
+                                             len(candidates), -1, False)
+    return candidates, array
+
+
+def _masked(llama_cpp: Any, grammar: Any, candidates: Any, array: Any, scores: Any) -> Any:
+    """``scores`` with every token ``grammar`` refuses at -inf: the whole vocabulary masked, in the
+    backend's reusable candidates array (``_candidates``; its ``logit`` column is returned)."""
+    candidates["logit"] = scores
+    array.size, array.selected = len(candidates), -1
+    llama_cpp.llama_sampler_apply(grammar, ctypes.byref(array))
+    return candidates["logit"]
+
+
 def _one_array(llama_cpp: Any) -> Any:
     return llama_cpp.llama_token_data_array(ctypes.pointer(llama_cpp.llama_token_data(0, 0.0, 0.0)), 1, -1, False)
 
@@ -473,7 +490,6 @@ class _Greedy:
         self.llama_cpp = llama_cpp = _import()
         self.backend = backend
         self.vocab = backend.llm._model.vocab
-        self.n_vocab = backend.llm.n_vocab()
         self.penalty = repeat_penalty
         self.lazy = lazy
         self.bonuses = bonuses
@@ -481,9 +497,7 @@ class _Greedy:
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
         if self.grammar is not None:
             self.one_array = _one_array(llama_cpp)
-            self.all = backend._candidates()
-            self.all_array = llama_cpp.llama_token_data_array(
-                ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
+            self.all, self.all_array = _vocabulary(llama_cpp, backend)
 
     def _scores(self, reply: list[int]) -> Any:
         return _scored(self.np, self.backend._logits(), reply, self.penalty,
@@ -512,10 +526,8 @@ class _Greedy:
 
     def _best_allowed(self, scores: Any) -> int:
         self.full_masks += 1
-        self.all["logit"] = scores
-        self.all_array.size, self.all_array.selected = self.n_vocab, -1
-        self.llama_cpp.llama_sampler_apply(self.grammar, ctypes.byref(self.all_array))
-        token = int(self.np.argmax(self.all["logit"]))
+        masked = _masked(self.llama_cpp, self.grammar, self.all, self.all_array, scores)
+        token = int(self.np.argmax(masked))
         if not self.np.isfinite(self.all["logit"][token]):
             raise GrammarError("the grammar allows no token here (the grammar is broken)")
         return token
@@ -541,13 +553,10 @@ class _Sampled:
         self.temperature, self.top_p, self.penalty = temperature, top_p, repeat_penalty
         self.rng = numpy.random.default_rng(seed if seed is not None else 0)
         self.vocab = backend.llm._model.vocab
-        self.n_vocab = backend.llm.n_vocab()
         self.one_array = _one_array(llama_cpp)
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
         if self.grammar is not None:
-            self.all = backend._candidates()
-            self.all_array = llama_cpp.llama_token_data_array(
-                ctypes.cast(self.all.ctypes.data, llama_cpp.llama_token_data_p), self.n_vocab, -1, False)
+            self.all, self.all_array = _vocabulary(llama_cpp, backend)
 
     def __call__(self, reply: list[int]) -> int:
         scores = _scored(self.np, self.backend._logits(), reply, self.penalty,
@@ -559,12 +568,7 @@ class _Sampled:
 
         token = draw(scores, allows, top_p=self.top_p, temperature=self.temperature, rng=self.rng)
         if token is None:
-            masked = scores
-            if grammar is not None:
-                self.all["logit"] = scores
-                self.all_array.size, self.all_array.selected = self.n_vocab, -1
-                self.llama_cpp.llama_sampler_apply(grammar, ctypes.byref(self.all_array))
-                masked = self.all["logit"]
+            masked = scores if grammar is None else _masked(self.llama_cpp, grammar, self.all, self.all_array, scores)
             token = nucleus_draw(masked, top_p=self.top_p, temperature=self.temperature, rng=self.rng)
             if token is None:
                 raise GrammarError("the grammar allows no token here (the grammar is broken)")

@@ -631,6 +631,12 @@ def _content(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in words if len(w) > 2 and w not in _GENERIC and not w.isdigit())
 
 
+def _tool_content(name: str, description: str) -> frozenset[str]:
+    """What a tool says it is about (``_content``): the words of its name (split at ``.``, ``_`` and
+    capitals) and of its description."""
+    return _content(f"{name.replace('.', ' ').replace('_', ' ')} {description}")
+
+
 def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str
           ) -> list[str]:
     """The tools ``calls`` name (in order, each once) when nothing in ``conversation`` speaks of
@@ -640,8 +646,7 @@ def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str
     spoken of: that call answers the conversation."""
     stems = _content(conversation)
     names = list(dict.fromkeys(name for name, _ in calls))
-    if any(_content(f"{name.replace('.', ' ').replace('_', ' ')} {described.get(name, '')}") & stems
-           for name in names):
+    if any(_tool_content(name, described.get(name, "")) & stems for name in names):
         return []
     return names
 
@@ -683,9 +688,10 @@ class Grounds:
         values = _required_values(calls, self.schemas, self.conversation)
         if not calls or not self.asked or not values or not all(ok for _, _, ok in values):
             return False
-        written = " ".join(f"{name.replace('.', ' ').replace('_', ' ')} {self.described.get(name, '')} "
-                           f"{json.dumps(list(arguments.values()), ensure_ascii=False)}" for name, arguments in calls)
-        return self.asked <= _content(written)
+        written = frozenset().union(*(_tool_content(name, self.described.get(name, "")) |
+                                      _content(json.dumps(list(arguments.values()), ensure_ascii=False))
+                                      for name, arguments in calls))
+        return self.asked <= written
 
 
 def refusing(tools: Sequence[str]) -> str:

@@ -683,7 +683,7 @@ class Model:
         if decisions.option:
             gen = self._options(run, source, prompt, whole, gen, thought, made, later, specs, messages,
                                 max_tokens=max_tokens, penalties=penalties)
-        refused = partial(self._refused, source, prompt, variant, decisions, grounds, made) \
+        refused = self._refusal(source, prompt, variant, decisions, grounds, made) \
             if grounds is not None and whole.tool_choice == "auto" and \
             (decisions.guess is not None or decisions.fit is not None) else None
         gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, messages, max_tokens=max_tokens,
@@ -761,16 +761,16 @@ class Model:
         if decisions.samples <= 1 or run.live is not None:
             return gen
 
-        def answer(reply: Generation) -> tuple[str, ...]:
+        def answer(parsed: list[ToolCall]) -> tuple[str, ...]:
             # Compared as the turn would give them (a repeat, an argument ground leaves out), by
             # their required arguments: the vote settles which calls, with which required values;
             # the optional ones are the winning reply's (the first reply's when it is among the
             # winners, with what option and ground gave it).
-            calls, _ = _settled(whole.parse(reply.text).tool_calls, whole, decisions, messages)
+            calls, _ = _settled(parsed, whole, decisions, messages)
             return tuple(sorted(call_key(c.name, _required_of(c.arguments, whole.schemas.get(c.name)))
                                 for c in calls))
 
-        replies, answers = [gen], [answer(gen)]
+        replies, answers = [gen], [answer(whole.parse(gen.text).tool_calls)]
         for i in range(decisions.samples - 1):
             counts = [*sorted(Counter(answers).values(), reverse=True), 0]
             if counts[0] > counts[1] + (decisions.samples - 1 - i):
@@ -780,11 +780,11 @@ class Model:
                                                                "top_p": decisions.top_p, "seed": i})
             if drawn.finish_reason == "length" and fmt.cut_inside_call(drawn.text):
                 continue
-            if refused is not None and (calls := [(c.name, c.arguments) for c in whole.parse(drawn.text).tool_calls]) \
-                    and refused(calls):
+            parsed = whole.parse(drawn.text).tool_calls
+            if refused is not None and parsed and refused([(c.name, c.arguments) for c in parsed]):
                 continue
             replies.append(drawn)
-            answers.append(answer(drawn))
+            answers.append(answer(parsed))
         votes = Counter(answers)
         most = max(votes.values())
         chosen = replies[next(i for i, a in enumerate(answers) if votes[a] == most)]
@@ -802,16 +802,18 @@ class Model:
                            variant("none").grammar, decisions).share
         return share
 
-    def _refused(self, source: NextTokens, prompt: Prompt, variant: Callable[..., ReplyFormat], decisions: Decisions,
-                 grounds: Grounds, made: list[Decision], calls: list[tuple[str, dict[str, Any]]]) -> bool:
-        """Whether ``guess`` or ``fit`` would answer ``calls`` in text on this turn's call share."""
-        guess = decisions.guess is not None and grounds.guessed(calls)
-        unfit = decisions.fit is not None and bool(grounds.unfit(calls))
-        if not guess and not unfit:
-            return False
-        share = self._call_share(source, prompt, variant, decisions, made)
-        return share is not None and ((guess and decisions.guess is not None and share < decisions.guess) or
-                                      (unfit and decisions.fit is not None and share < decisions.fit))
+    def _refusal(self, source: NextTokens, prompt: Prompt, variant: Callable[..., ReplyFormat], decisions: Decisions,
+                 grounds: Grounds, made: list[Decision]) -> Callable[[list[tuple[str, dict[str, Any]]]], bool]:
+        """Whether ``guess`` or ``fit`` would answer calls in text on this turn's call share
+        (``_stranger``'s rule), the share read once, when a call first needs it."""
+        share: list[float | None] = []
+
+        def refused(calls: list[tuple[str, dict[str, Any]]]) -> bool:
+            if not share:
+                share.append(self._call_share(source, prompt, variant, decisions, made))
+            return _stranger(decisions, grounds, calls, share[0], 0, "") is not None
+
+        return refused
 
     def _guess(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions,
