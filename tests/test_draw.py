@@ -3,12 +3,13 @@ masking the whole row first, on generated rows, allowed sets, top-p values and t
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import numpy as np
 import pytest
 
-from localtools.backends._draw import draw, nucleus_draw
+from localtools.backends._draw import best_allowed, best_ids, draw, nucleus_draw
 
 
 def _exact(row: np.ndarray, allowed: set[int], top_p: float, temperature: float) -> dict[int, float]:
@@ -74,3 +75,52 @@ def test_nothing_allowed_is_none() -> None:
     row = np.array([1.0, 2.0, 3.0])
     assert draw(row, lambda t: False, top_p=0.9, temperature=1.0, rng=np.random.default_rng(0)) is None
     assert nucleus_draw(np.full(3, -np.inf), top_p=0.9, temperature=1.0, rng=np.random.default_rng(0)) is None
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_best_allowed_token_is_the_masked_rows_argmax(seed: int) -> None:
+    """``best_allowed`` picks what ``argmax`` of the masked row picks, on generated rows (with
+    ties, rounded to a few values), allowed sets from a handful to most tokens, and scans; it
+    gives up (``None``) rather than guess where the scan cannot settle it, and never asks more
+    than it scans."""
+    rng = np.random.default_rng(seed)
+    settled = 0
+    for _ in range(200):
+        n = int(rng.integers(5, 400))
+        row = rng.normal(0, 3, n).astype(np.float32)
+        if rng.random() < 0.4:
+            row = np.round(row)  # ties, at the scan's edge too
+        allowed = set(rng.choice(n, size=int(rng.integers(1, n + 1)), replace=False).tolist())
+        scan = int(rng.choice([1, 4, 16, 64]))
+        asked: list[int] = []
+
+        def allows(token: int, asked: list[int] = asked, allowed: set[int] = allowed) -> bool:
+            asked.append(token)
+            return token in allowed
+
+        got = best_allowed(row, allows, scan=scan)
+        masked = np.where([t in allowed for t in range(n)], row, -np.inf)
+        assert len(asked) <= scan
+        if got is not None:
+            settled += 1
+            assert got == int(np.argmax(masked))
+    assert settled > 50
+
+
+@pytest.mark.parametrize(("n", "m"), [(151936, 32), (151936, 256), (20000, 1), (20000, 32), (300, 32), (5, 8)])
+def test_the_best_ids_found_by_blocks_are_the_best(n: int, m: int) -> None:
+    """``best_ids`` finds the ``m`` best of a row through its blocks' maxima: the same values as
+    sorting the whole row (ties included: rows rounded to a few values, a peak in the tail no
+    block holds), best first, the lowest id first among equals."""
+    rng = np.random.default_rng(n + m)
+    for trial in range(4):
+        row = rng.normal(0, 3, n).astype(np.float32)
+        if trial % 2:
+            row = np.round(row)
+        if trial == 3:
+            row[-1] = row.max() + 1  # the best in the tail after the last whole block
+        got = best_ids(row, m)
+        want = np.sort(row)[::-1][: min(m, n)]
+        assert len(got) == len(want) and np.array_equal(row[got], want)
+        for a, b in itertools.pairwise(got):
+            assert row[a] > row[b] or (row[a] == row[b] and a < b)

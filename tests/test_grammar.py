@@ -1,6 +1,8 @@
 from __future__ import annotations
 
 import json
+import random
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -344,3 +346,81 @@ def test_no_text_opens_like_a_call_object_whatever_its_name(family: str) -> None
     assert matches(g, plain) and matches(lowered, plain)
     record = lead + '{"name": "Ada", "plan": "pro"}'
     assert matches(g, record) == matches(lowered, record)
+
+
+class _TooDeep(Exception):
+    pass
+
+
+def _random_text(grammar: Grammar, rng: random.Random) -> str:
+    """A random string of ``grammar``'s language (its rules spelled out), short repeats."""
+    from localtools.grammar import Alt, Any_, Chars, Lit, Ref, Repeat, Seq
+    from localtools.grammar._chars import _class_items, _class_match
+
+    lowered = grammar.lowered()
+
+    def gen(e: Any, depth: int) -> str:
+        if depth > 120:
+            raise _TooDeep
+        if isinstance(e, Lit):
+            return e.text
+        if isinstance(e, Ref):
+            return gen(lowered.rules[e.name], depth + 1)
+        if isinstance(e, Seq):
+            return "".join(gen(item, depth + 1) for item in e.items)
+        if isinstance(e, Alt):
+            return gen(rng.choice(e.options), depth + 1)
+        if isinstance(e, Repeat):
+            n = e.min + (rng.randint(0, 2) if depth < 40 else 0)
+            n = n if e.max is None else min(n, e.max)
+            return "".join(gen(e.item, depth + 1) for _ in range(n))
+        if isinstance(e, Chars):
+            negate, ranges = _class_items(e.body)
+            if not negate:
+                low, high = rng.choice(ranges)
+                return chr(rng.randint(ord(low), min(ord(high), ord(low) + 200)))
+            return rng.choice([c for c in 'aZ0 _-é{}":,\\n' if _class_match(e.body, c)])
+        assert isinstance(e, Any_)
+        return rng.choice("ab é")
+
+    return gen(lowered.rules[lowered.root], 0)
+
+
+_PIECES = ["", " ", "\n", '"', "{", "}", "]", ",", ", ", '{"', '"name', "<tool_call>", "```", "a", "Paris", "é", "[", "(",
+           '"}', "}}", "\n```", "<", "[TOOL_CALLS]"]
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3", "mistral", "hermes", "functionary", "granite", "lfm2"])
+def test_a_branch_read_ahead_agrees_with_the_matcher(family: str) -> None:
+    """``grammar_branch`` reads a text once (``lookahead``) and refuses a token whose first
+    characters nothing there can take without walking again: on random prefixes of random strings
+    of each family's grammar and random tokens after them, it answers what ``matches`` answers."""
+    from localtools.model._decide import grammar_branch
+
+    if family not in families():
+        pytest.skip(f"no family {family}")
+    spec = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
+        "required": ["city"]}}}, {"type": "function", "function": {"name": "get_time", "parameters": {
+            "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}]
+    rng = random.Random(family)
+    checked = refused = 0
+    for choice in ("auto", "required"):
+        grammar = build_grammar(get_family(family), spec, choice)
+        fits = grammar_branch(grammar)
+        for _ in range(25):
+            try:
+                text = _random_text(grammar, rng)
+            except _TooDeep:
+                continue
+            for _ in range(6):
+                cut = rng.randint(0, len(text))
+                base = text[:cut]
+                tokens = [text[cut:cut + rng.randint(1, 4)], text[cut:cut + 2] + rng.choice(_PIECES),
+                          rng.choice(_PIECES), rng.choice(_PIECES) + rng.choice(_PIECES)]
+                for added in tokens:
+                    assert fits(base, added, False) == matches(grammar, base + added, prefix=True), (base, added)
+                    checked += 1
+                    refused += not matches(grammar, base + added, prefix=True)
+                assert fits(base, "", True) == matches(grammar, base)
+    assert checked > 500 and 0.1 < refused / checked < 0.9

@@ -11,10 +11,61 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["draw", "nucleus_draw"]
+__all__ = ["best_allowed", "best_ids", "draw", "nucleus_draw"]
 
 #: How many of the best tokens are asked about before the whole row is masked instead.
 SCAN = 256
+#: The same for a greedy pick whose best token the grammar refused: the one it takes is nearly
+#: always among the next few, and where the grammar allows only a handful (digits, a closing
+#: brace) the model's best rarely hold them.
+SCAN_GREEDY = 64
+
+
+#: Rows are read in blocks of this many: the best tokens lie in the blocks with the best maxima.
+_BLOCK = 128
+
+
+def best_ids(row: Any, m: int) -> Any:
+    """The ids of the ``m`` best entries of ``row`` (a 1-d numpy array), best first, the lowest id
+    first among equals (which of several equal to the ``m``-th are in is not said).
+
+    Each of the ``m`` best lies in a block whose maximum is at least the ``m``-th best value, so
+    the ``m`` blocks with the best maxima hold them all: a 151k row is partitioned as 1.2k block
+    maxima and ``m`` blocks, not whole (1.2 ms -> 0.3 ms a Qwen row at ``m`` 32)."""
+    import numpy as np
+
+    n = len(row)
+    m = max(1, min(m, n))
+    blocks = n // _BLOCK
+    if blocks <= 4 * m:
+        best = np.argpartition(row, n - m)[n - m:]
+    else:
+        peaks = row[: blocks * _BLOCK].reshape(blocks, _BLOCK).max(axis=1)
+        chosen = np.argpartition(peaks, blocks - m)[blocks - m:]
+        ids = (chosen[:, None] * _BLOCK + np.arange(_BLOCK)).ravel()
+        ids = np.concatenate([ids, np.arange(blocks * _BLOCK, n)])  # the tail no block holds
+        best = ids[np.argpartition(row[ids], len(ids) - m)[len(ids) - m:]]
+    return best[np.lexsort((best, -row[best]))]
+
+
+def best_allowed(logits: Any, allows: Callable[[int], bool], *, scan: int = SCAN_GREEDY) -> int | None:
+    """The token a greedy pick takes from ``logits`` (a 1-d numpy row) masked to the tokens
+    ``allows`` takes: the best allowed, the lowest id among equals, as ``argmax`` of the masked row
+    reads it. ``None`` when the ``scan`` best tokens do not settle it (the caller masks the row)."""
+    import numpy as np
+
+    row = np.asarray(logits)
+    n = len(row)
+    m = max(1, min(scan, n))
+    best = best_ids(row, m)
+    edge = row[best[-1]] if m < n else -np.inf
+    for token in best:
+        score = row[token]
+        if m < n and score <= edge:
+            return None  # a token outside the scan may equal it and have a lower id
+        if np.isfinite(score) and allows(int(token)):
+            return int(token)
+    return None
 
 
 def draw(logits: Any, allows: Callable[[int], bool], *, top_p: float, temperature: float, rng: Any,
@@ -40,8 +91,7 @@ def draw(logits: Any, allows: Callable[[int], bool], *, top_p: float, temperatur
     probs /= probs.sum()
     n = len(row)
     m = max(1, min(scan, n))
-    best = np.argpartition(row, n - m)[n - m:]  # no negated copy of a 151k row
-    best = best[np.argsort(-row[best], kind="stable")]
+    best = best_ids(row, m)
     asked = found = 0.0
     kept: list[int] = []
     cumulative: list[float] = []

@@ -24,12 +24,13 @@ from ._build import MAX_PARALLEL_CALLS, CallShape, call_openings, call_shape
 from ._drafts import to_2020_12
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, alt, rewrite, seq
 from ._gbnf import parse_gbnf
-from ._match import continuation, matches
+from ._match import Ahead, continuation, lookahead, matches
 from ._schema import LAYOUTS, Enforcement, SchemaGrammar, layout_whitespace
 
 __all__ = [
     "LAYOUTS",
     "MAX_PARALLEL_CALLS",
+    "Ahead",
     "Alt",
     "Any_",
     "CallShape",
@@ -54,6 +55,7 @@ __all__ = [
     "call_shape",
     "continuation",
     "layout_whitespace",
+    "lookahead",
     "matches",
     "parse_gbnf",
     "rewrite",

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 __all__ = ["is_surrogate"]
 
 
-def _class_items(body: str) -> tuple[bool, list[tuple[str, str]]]:
-    """A GBNF class body as (negated, [(low, high), ...])."""
+@lru_cache(maxsize=1024)
+def _class_items(body: str) -> tuple[bool, tuple[tuple[str, str], ...]]:
+    """A GBNF class body as (negated, ((low, high), ...)). Cached: the matcher reads a grammar's
+    few classes once for every character it matches."""
     negate = body.startswith("^")
     chars = _class_chars(body[1:] if negate else body)
     ranges: list[tuple[str, str]] = []
@@ -18,7 +22,7 @@ def _class_items(body: str) -> tuple[bool, list[tuple[str, str]]]:
         else:
             ranges.append((chars[j], chars[j]))
             j += 1
-    return negate, ranges
+    return negate, tuple(ranges)
 
 def _class_chars(body: str) -> list[str]:
     """The characters of a class body with escapes resolved (``-`` stays as written)."""

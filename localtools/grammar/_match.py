@@ -4,12 +4,13 @@ reply parser ask this."""
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass
 
 from ._chars import _class_items, _class_match, is_surrogate
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until
 from ._text import text_ends, until_end
 
-__all__ = ["continuation", "matches"]
+__all__ = ["Ahead", "continuation", "lookahead", "matches"]
 
 
 def matches(grammar: Grammar, text: str, *, prefix: bool = False) -> bool:
@@ -26,6 +27,40 @@ def matches(grammar: Grammar, text: str, *, prefix: bool = False) -> bool:
 
 #: In a ``_walk`` frontier: the next character is one of many (a class, free text).
 _OPEN = ""
+
+
+@dataclass(frozen=True)
+class Ahead:
+    """What may follow a text in a grammar's language, read in one walk (``lookahead``): for
+    asking about many short continuations of one text (the model's next tokens at a decision)
+    without walking the text again for each one the grammar plainly refuses."""
+
+    #: The text is in the language.
+    whole: bool
+    #: What may come right after it for a match in progress: the rest of a literal, one
+    #: character, or ``_OPEN`` (one of many).
+    rests: frozenset[str]
+
+    @property
+    def open(self) -> bool:
+        """Some string of the language starts with the text."""
+        return self.whole or bool(self.rests)
+
+    def refuses(self, more: str) -> bool:
+        """Whether no string of the language starts with the text and then ``more`` (not empty),
+        as far as the rests tell; ``False`` where telling needs a walk."""
+        if not self.open:
+            return True  # a prefix nothing continues: nothing longer is one either
+        if _OPEN in self.rests:
+            return False
+        return not any(rest.startswith(more) or more.startswith(rest) for rest in self.rests)
+
+
+def lookahead(grammar: Grammar, text: str) -> Ahead:
+    """``Ahead`` of ``text`` in ``grammar``: whether it is whole, and what may follow it."""
+    frontier: set[str] = set()
+    whole = len(text) in _walk(grammar, text, frontier=frontier)
+    return Ahead(whole, frozenset(frontier))
 
 
 def continuation(grammar: Grammar, text: str) -> tuple[str, bool]:

@@ -23,7 +23,7 @@ from typing import Any
 from .._errors import UsageError
 from .._types import Prompt
 from ..backends._base import NextTokens
-from ..grammar import Grammar, matches
+from ..grammar import Ahead, Grammar, lookahead, matches
 
 __all__ = ["CALIBRATED", "SWITCHES", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
            "as_fraction", "asking", "branch_shares", "content_text", "conversation_text", "covers", "cut_word",
@@ -216,15 +216,28 @@ class Decision:
     argument: str = ""
 
 
-#: Whether a branch can still follow: (the reply's text with the token, whether the token ends the reply).
-Branch = Callable[[str, bool], bool]
+#: Whether a branch can still follow: (the reply's text so far, a token's text after it, whether the
+#: token ends the reply; an ending token's text is not part of the reply).
+Branch = Callable[[str, str, bool], bool]
 
 
 def grammar_branch(grammar: Grammar | None) -> Branch:
     """A branch that holds while the text is a prefix of ``grammar``'s language (whole, at an end)."""
+    # The model's best tokens are asked about after one text: it is walked once, and a token
+    # whose first characters nothing there can take is refused without walking the text again.
+    aheads: dict[str, Ahead] = {}
 
-    def fits(text: str, ended: bool) -> bool:
-        return grammar is not None and matches(grammar, text, prefix=not ended)
+    def fits(text: str, added: str, ended: bool) -> bool:
+        if grammar is None:
+            return False
+        ahead = aheads.get(text)
+        if ahead is None:
+            ahead = aheads[text] = lookahead(grammar, text)
+        if ended:
+            return ahead.whole
+        if not added:
+            return ahead.open
+        return not ahead.refuses(added) and matches(grammar, text + added, prefix=True)
 
     return fits
 
@@ -240,12 +253,12 @@ def branch_shares(source: NextTokens, prompt: Prompt, reply: Sequence[int], text
     def walk(ids: list[int], so_far: str, weight: float, level: int) -> None:
         for choice in source.next_tokens(prompt, ids, k=k):
             p = weight * math.exp(choice.logprob)
-            after = so_far if choice.end else so_far + choice.text
-            fits = [name for name, branch in branches.items() if branch(after, choice.end)]
+            added = "" if choice.end else choice.text
+            fits = [name for name, branch in branches.items() if branch(so_far, added, choice.end)]
             if len(fits) == 1:
                 mass[fits[0]] += p
             elif fits and not choice.end and level < depth and p >= floor:
-                walk([*ids, choice.token], after, p, level + 1)
+                walk([*ids, choice.token], so_far + added, p, level + 1)
 
     walk(list(reply), text, 1.0, 1)
     total = sum(mass.values())
