@@ -136,9 +136,9 @@ def test_in_long_free_text_the_grammar_is_asked_only_now_and_then(monkeypatch: p
 
     asked: list[str] = []
 
-    def counted(grammar: Any, text: str) -> tuple[str, bool]:
+    def counted(grammar: Any, text: str, resume: Any = None) -> tuple[str, bool]:
         asked.append(text)
-        return continuation(grammar, text)
+        return continuation(grammar, text, resume)
 
     monkeypatch.setattr(_decode, "continuation", counted)
     grammar = build_grammar(Model(ScriptedBackend([]), family="qwen2.5").family, [TOOL], "auto")

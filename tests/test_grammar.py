@@ -424,3 +424,69 @@ def test_a_branch_read_ahead_agrees_with_the_matcher(family: str) -> None:
                     refused += not matches(grammar, base + added, prefix=True)
                 assert fits(base, "", True) == matches(grammar, base)
     assert checked > 500 and 0.1 < refused / checked < 0.9
+
+
+@pytest.mark.parametrize("family", ["qwen2.5", "llama3", "mistral", "hermes", "functionary", "granite", "lfm2"])
+def test_a_resumed_walk_forces_what_a_fresh_one_does(family: str) -> None:
+    """``continuation`` asked token by token along a growing reply with one ``Resume`` (as a
+    decoder asks) answers what a fresh walk answers at every step: on random strings of each
+    family's grammar with nested, optional and enum arguments, read in random pieces, with a
+    reply that starts over (another text) in between."""
+    from localtools.grammar import Resume, continuation
+
+    spec = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {
+            "city": {"type": "string"}, "days": {"type": "integer"}, "unit": {"enum": ["C", "F"]},
+            "where": {"type": "object", "properties": {"lat": {"type": "number"}, "tags": {
+                "type": "array", "items": {"type": "string"}}}, "required": ["lat"]}},
+        "required": ["city"]}}}, {"type": "function", "function": {"name": "get_time", "parameters": {
+            "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}]
+    rng = random.Random(family)
+    asked = forced = 0
+    for choice in ("auto", "required"):
+        grammar = build_grammar(get_family(family), spec, choice)
+        resume = Resume()
+        for _ in range(12):
+            try:
+                text = _random_text(grammar, rng)
+            except _TooDeep:
+                continue
+            at = 0
+            while at <= len(text):
+                got = continuation(grammar, text[:at], resume)
+                assert got == continuation(grammar, text[:at]), (text[:at], got)
+                asked += 1
+                forced += bool(got[0])
+                at += rng.randint(1, 5)
+    assert asked > 100 and forced > 10
+
+
+def test_a_resumed_walk_redoes_what_read_a_shared_rule_that_read_the_end() -> None:
+    """A rule reached twice at one position (here ``w`` after ``x``, by each option) is walked
+    once; the second reader read the end of the text through it and must be walked again when
+    the text goes on, though none of its own characters reached the end."""
+    from localtools.grammar import Chars, Lit, Ref, Repeat, Resume, alt, continuation, seq
+
+    grammar = Grammar({"root": alt(seq(Lit("x"), Ref("w"), Lit("!")), seq(Ref("v"), Lit("?"))),
+                       "w": Repeat(Chars("a-z"), 1), "v": seq(Lit("x"), Ref("w"))})
+    resume = Resume()
+    for text in ("x", "xa", "xab", "xabc", "xabc?"):
+        assert continuation(grammar, text, resume) == continuation(grammar, text)
+    assert continuation(grammar, "xabc?", resume) == ("", True)
+
+
+def test_gbnf_is_rendered_again_when_a_rule_changes() -> None:
+    """``to_gbnf`` is kept while the rules are the same objects, and made anew when one is
+    replaced or added."""
+    from localtools.grammar import Lit, Ref, seq
+
+    grammar = Grammar({"root": seq(Lit("a"), Ref("b")), "b": Lit("b")})
+    first = grammar.to_gbnf()
+    assert grammar.to_gbnf() is first and '"b"' in first
+    grammar.rules["b"] = Lit("c")
+    assert '"c"' in grammar.to_gbnf() and '"b"' not in grammar.to_gbnf()
+    grammar.add("other", Lit("d"))
+    grammar.rules["root"] = seq(Lit("a"), Ref("b"), Ref("other"))
+    assert '"d"' in grammar.to_gbnf()
+    grammar.rules["other"] = Lit("e")
+    assert '"e"' in grammar.to_gbnf() and '"d"' not in grammar.to_gbnf()

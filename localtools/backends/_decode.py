@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 from .._errors import GenerationCancelled
-from ..grammar import Grammar, continuation
+from ..grammar import Grammar, Resume, continuation
 from ._base import Bias, Generation, Parting, TextFeed, TokenChoice, first_stop
 from ._draw import best_ids
 
@@ -148,6 +148,8 @@ class FastForward:
     def __init__(self, grammar: Grammar, encode: Callable[[str], list[int]], special: Callable[[int], bool]) -> None:
         self.grammar, self.encode, self.special = grammar, encode, special
         self.misses = 0
+        # The reply only grows: each ask walks only what the last one left open.
+        self.resume = Resume()
 
     def after(self, text: Callable[[], str | None]) -> tuple[list[int], bool]:
         """The tokens forced after the reply so far and whether the reply must end after them.
@@ -160,7 +162,7 @@ class FastForward:
         whole = text()
         if whole is None:
             return [], False  # a character not yet whole: what follows it is not known
-        forced, ends = continuation(self.grammar, whole)
+        forced, ends = continuation(self.grammar, whole, self.resume)
         self.misses = 0 if forced or ends else self.misses + 1
         if not forced:
             return [], ends

@@ -24,7 +24,7 @@ from ._build import MAX_PARALLEL_CALLS, CallShape, call_openings, call_shape
 from ._drafts import to_2020_12
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, alt, rewrite, seq
 from ._gbnf import parse_gbnf
-from ._match import Ahead, continuation, lookahead, matches
+from ._match import Ahead, Resume, continuation, lookahead, matches
 from ._schema import LAYOUTS, Enforcement, SchemaGrammar, layout_whitespace
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "Lit",
     "Ref",
     "Repeat",
+    "Resume",
     "SchemaGrammar",
     "Seq",
     "Text",

@@ -25,6 +25,9 @@ class Grammar:
     root: str = "root"
     #: Names ``unique_name`` never gives: rules added later under fixed names.
     reserved: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+    #: The last GBNF rendering and the rules it was made from (``to_gbnf``).
+    _gbnf: tuple[str, tuple[tuple[str, Expr], ...], str] | None = field(default=None, init=False, compare=False,
+                                                                          repr=False)
 
     def add(self, name: str, expr: Expr) -> Ref:
         self.rules[name] = expr
@@ -76,7 +79,15 @@ class Grammar:
 
     def to_gbnf(self) -> str:
         """llama.cpp's GBNF, reachable rules only, root first."""
-        return to_gbnf(self)
+        # Every generation under a grammar hands llama.cpp its GBNF, and a turn generates several
+        # times under one (a reply, its further calls, a refusal's answer): rendered once while
+        # its rules stay the same objects (expressions are immutable; rules can be added).
+        rules = tuple(self.rules.items())
+        last = self._gbnf
+        if last is None or last[0] != self.root or len(last[1]) != len(rules) or \
+                any(a != b or x is not y for (a, x), (b, y) in zip(last[1], rules, strict=True)):
+            last = self._gbnf = (self.root, rules, to_gbnf(self))
+        return last[2]
 
     def to_lark(self) -> str:
         """Lark as llguidance reads it: ``start`` first, rule names made Lark-safe.

@@ -10,7 +10,7 @@ from ._chars import _class_items, _class_match, is_surrogate
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until
 from ._text import text_ends, until_end
 
-__all__ = ["Ahead", "continuation", "lookahead", "matches"]
+__all__ = ["Ahead", "Resume", "continuation", "lookahead", "matches"]
 
 
 def matches(grammar: Grammar, text: str, *, prefix: bool = False) -> bool:
@@ -63,10 +63,22 @@ def lookahead(grammar: Grammar, text: str) -> Ahead:
     return Ahead(whole, frozenset(frontier))
 
 
-def continuation(grammar: Grammar, text: str) -> tuple[str, bool]:
+class Resume:
+    """What walks of one grammar over a growing text can keep from one to the next: the parts of
+    the last walk that never read as far as its text's end hold for any text that goes on from it.
+    A decoder asks after every token (``continuation``); without this each ask walks the whole
+    reply again, time quadratic in its length."""
+
+    def __init__(self) -> None:
+        self.text = ""
+        self.memo: dict[tuple[int, int], frozenset[int]] = {}
+
+
+def continuation(grammar: Grammar, text: str, resume: Resume | None = None) -> tuple[str, bool]:
     """What the grammar forces after ``text`` (a prefix of its language): the text every string
     of the language that starts with ``text`` continues with, and whether each of them ends
-    right after it. ``("", False)``: the next character is the model's to choose.
+    right after it. ``("", False)``: the next character is the model's to choose. ``resume``:
+    one ``Resume`` for the asks of one growing text (of this grammar alone).
 
     Decoders append forced text without sampling it token by token (fast-forward).
     """
@@ -74,7 +86,7 @@ def continuation(grammar: Grammar, text: str) -> tuple[str, bool]:
     while True:
         frontier: set[str] = set()
         whole = text + forced
-        complete = len(whole) in _walk(grammar, whole, frontier=frontier)
+        complete = len(whole) in _walk(grammar, whole, frontier=frontier, resume=resume)
         if not frontier:
             return forced, complete
         if complete or _OPEN in frontier:
@@ -90,10 +102,12 @@ def continuation(grammar: Grammar, text: str) -> tuple[str, bool]:
         forced += step
 
 
-def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[str] | None = None) -> frozenset[int]:
+def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[str] | None = None,
+          resume: Resume | None = None) -> frozenset[int]:
     """The positions where a match of the whole grammar from 0 may end. With ``frontier``, also
     collects what may come right after ``text`` for a match still in progress: the rest of a
-    literal, one character, or ``_OPEN``."""
+    literal, one character, or ``_OPEN``. ``resume`` (not with ``prefix``): results of the last
+    walk kept where its text goes on in this one; this walk's are kept for the next."""
     rules = grammar.rules
     end = len(text)
 
@@ -137,13 +151,28 @@ def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[st
             return frozenset((pos + 1,)) if pos < len(text) and not is_surrogate(text[pos]) else frozenset()
         return None
 
+    def reads_end(e: Expr, pos: int) -> bool:
+        # Whether a leaf's answer could change were the text longer: it read up to the end.
+        if isinstance(e, Lit):
+            return pos + len(e.text) > end
+        if isinstance(e, Chars | Any_):
+            return pos >= end
+        return True  # free text and text up to a marker read on to the end
+
+    keep = resume is not None and not prefix
     memo: dict[tuple[int, int], frozenset[int]] = {}
+    if keep and resume is not None and text.startswith(resume.text):
+        memo.update(resume.memo)
+    #: Entries whose walk read the end of the text: a longer text may change them.
+    ends: set[tuple[int, int]] = set()
     stack: list[tuple[tuple[int, int], Generator[tuple[Expr, int], frozenset[int], set[int]]]] = []
+    hot: list[bool] = []  # per frame on the stack: whether its walk read the end so far
     start = rules[grammar.root]
     value = leaf(start, 0)
     if value is None:
         memo[(id(start), 0)] = frozenset()  # an entry while in progress guards against left recursion
         stack.append(((id(start), 0), _ends(start, 0, rules, end if prefix else -1)))
+        hot.append(False)
     while stack:
         key, walk = stack[-1]
         try:
@@ -151,18 +180,31 @@ def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[st
         except StopIteration as done:
             value = memo[key] = frozenset(done.value)
             stack.pop()
+            if hot.pop():
+                ends.add(key)
+                if hot:
+                    hot[-1] = True
             continue
         value = leaf(sub, pos)
         if value is not None:
+            if keep and not hot[-1] and reads_end(sub, pos):
+                hot[-1] = True
             continue
         sub_key = (id(sub), pos)
         if sub_key in memo:
             value = memo[sub_key]
+            if sub_key in ends:
+                hot[-1] = True
             continue
         memo[sub_key] = frozenset()
         stack.append((sub_key, _ends(sub, pos, rules, end if prefix else -1)))
+        hot.append(False)
     assert value is not None
+    if keep and resume is not None:
+        resume.text = text
+        resume.memo = {k: v for k, v in memo.items() if k not in ends}
     return value
+
 
 def _ends(e: Expr, pos: int, rules: dict[str, Expr],
           sticky: int = -1) -> Generator[tuple[Expr, int], frozenset[int], set[int]]:
