@@ -25,6 +25,12 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def written(path: Path) -> list[dict]:
+    """The records a running child has written whole: a line it is still writing waits for the next look."""
+    text = path.read_text()
+    return [json.loads(line) for line in text[: text.rfind("\n") + 1].splitlines() if line.strip()]
+
+
 def counts(workdir: Path) -> dict[str, int]:
     return {p.stem: int(p.read_text()) for p in workdir.glob("*.count")}
 
@@ -41,7 +47,7 @@ def kill_in_first_turn(tmp_path: Path, model: str | None) -> Path:
                 out, err = child.communicate()
                 pytest.fail(f"the run ended before it was killed: {out}\n{err}")
             if run_file.exists():
-                states = {(r.get("name"), r.get("state")) for r in records(run_file) if r["kind"] == "call"}
+                states = {(r.get("name"), r.get("state")) for r in written(run_file) if r["kind"] == "call"}
                 if ("ship_order", "running") in states and counts(tmp_path).get("ship_order") == 1:
                     break
             time.sleep(0.05)
