@@ -124,3 +124,11 @@ def test_the_best_ids_found_by_blocks_are_the_best(n: int, m: int) -> None:
         assert len(got) == len(want) and np.array_equal(row[got], want)
         for a, b in itertools.pairwise(got):
             assert row[a] > row[b] or (row[a] == row[b] and a < b)
+
+
+def test_an_infinite_logit_is_picked_as_argmax_picks_it() -> None:
+    """A bonus can push a logit to +inf: allowed, it is the pick; refused tokens at -inf never are."""
+    row = np.array([0.0, np.inf, 3.0, -np.inf, 2.0], dtype=np.float32)
+    assert best_allowed(row, lambda t: t != 2, scan=5) == 1
+    assert best_allowed(row, lambda t: t in (3, 4), scan=5) == 4
+    assert best_allowed(row, lambda t: t == 3, scan=5) is None

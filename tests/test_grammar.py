@@ -490,3 +490,63 @@ def test_gbnf_is_rendered_again_when_a_rule_changes() -> None:
     assert '"d"' in grammar.to_gbnf()
     grammar.rules["other"] = Lit("e")
     assert '"e"' in grammar.to_gbnf() and '"d"' not in grammar.to_gbnf()
+
+
+def _random_rules(rng: random.Random) -> Grammar:
+    """Three rules of every node kind, each referring only to the ones after it (no recursion)."""
+    from localtools.grammar import Alt, Any_, Chars, Lit, Ref, Repeat, Seq, Text, Until
+
+    names = ["root", "r1", "r2"]
+
+    def expr(later: list[str], depth: int) -> Any:
+        k = rng.random()
+        if depth > 3 or k < 0.3:
+            c = rng.random()
+            if c < 0.45:
+                return Lit(rng.choice(["a", "b", "ab", "ba", "", "aa", "abb"]))
+            if c < 0.65:
+                return Chars(rng.choice(["a", "ab", "^a", "a-b"]))
+            if c < 0.72:
+                return Any_()
+            if c < 0.78:
+                return Text(markers=(rng.choice(["ab", "b", "ba"]),))
+            if c < 0.84:
+                return Until(rng.choice(["ab", "b", "bb"]))
+            return Ref(rng.choice(later)) if later else Lit("b")
+        if k < 0.55:
+            return Seq(tuple(expr(later, depth + 1) for _ in range(rng.randint(2, 3))))
+        if k < 0.8:
+            return Alt(tuple(expr(later, depth + 1) for _ in range(rng.randint(2, 3))))
+        low = rng.randint(0, 2)
+        return Repeat(expr(later, depth + 1), low, rng.choice([None, low, low + 1, low + 2]))
+
+    return Grammar({name: expr(names[i + 1:], 0) for i, name in enumerate(names)})
+
+
+def test_resumed_walks_and_branch_checks_agree_with_fresh_ones_on_random_grammars() -> None:
+    """On random grammars of every node kind (literals, classes, any character, free text, text up
+    to a marker, sequences, options, bounded and unbounded repeats), texts grown in random pieces
+    and one that starts over: a walk with a ``Resume`` finds the ends and the frontier a fresh walk
+    finds, and ``grammar_branch`` answers what ``matches`` answers."""
+    from localtools.grammar import Resume
+    from localtools.grammar._match import _walk
+    from localtools.model._decide import grammar_branch
+
+    checked = whole = 0
+    for seed in range(400):
+        rng = random.Random(seed)
+        grammar = _random_rules(rng)
+        resume, fits = Resume(), grammar_branch(grammar)
+        base = "".join(rng.choice("ab") for _ in range(rng.randint(0, 30)))
+        texts = [base[:i] for i in sorted(rng.sample(range(len(base) + 1), min(len(base) + 1, 10)))]
+        texts += [base[:3] + "ba"[: rng.randint(0, 2)]]  # a text that does not go on from the last
+        for text in texts:
+            resumed, fresh = set[str](), set[str]()
+            assert _walk(grammar, text, frontier=resumed, resume=resume) == _walk(grammar, text, frontier=fresh)
+            assert resumed == fresh, (seed, text)
+            for added in ("", "a", "b", "ab", "ba", "bb"):
+                assert fits(text, added, False) == matches(grammar, text + added, prefix=True), (seed, text, added)
+            assert fits(text, "", True) == matches(grammar, text)
+            checked += 1
+            whole += matches(grammar, text)
+    assert checked > 2000 and whole > 100

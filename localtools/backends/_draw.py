@@ -64,7 +64,7 @@ def best_allowed(logits: Any, allows: Callable[[int], bool], *, scan: int = SCAN
         score = row[token]
         if m < n and score <= edge:
             return None  # a token outside the scan may equal it and have a lower id
-        if np.isfinite(score) and allows(int(token)):
+        if score > -np.inf and allows(int(token)):  # +inf is a token too, as argmax reads it
             return int(token)
     return None
 

@@ -161,8 +161,10 @@ def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[st
 
     keep = resume is not None and not prefix
     memo: dict[tuple[int, int], frozenset[int]] = {}
-    if keep and resume is not None and text.startswith(resume.text):
-        memo.update(resume.memo)
+    if keep and resume is not None:
+        if text.startswith(resume.text):
+            memo = resume.memo  # walked on in place, not copied: a copy per ask is quadratic again
+        resume.text, resume.memo = "", {}  # until this walk ends whole
     #: Entries whose walk read the end of the text: a longer text may change them.
     ends: set[tuple[int, int]] = set()
     stack: list[tuple[tuple[int, int], Generator[tuple[Expr, int], frozenset[int], set[int]]]] = []
@@ -201,8 +203,9 @@ def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[st
         hot.append(False)
     assert value is not None
     if keep and resume is not None:
-        resume.text = text
-        resume.memo = {k: v for k, v in memo.items() if k not in ends}
+        for key in ends:
+            del memo[key]
+        resume.text, resume.memo = text, memo
     return value
 
 
