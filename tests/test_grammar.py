@@ -390,23 +390,29 @@ _PIECES = ["", " ", "\n", '"', "{", "}", "]", ",", ", ", '{"', '"name', "<tool_c
            '"}', "}}", "\n```", "<", "[TOOL_CALLS]"]
 
 
-@pytest.mark.parametrize("family", ["qwen2.5", "llama3", "mistral", "hermes", "functionary", "granite", "lfm2"])
+#: Tools for the generated-string tests: nested, optional, enum and array arguments.
+_WEATHER_AND_TIME = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {
+        "city": {"type": "string"}, "days": {"type": "integer"}, "unit": {"enum": ["C", "F"]},
+        "where": {"type": "object", "properties": {"lat": {"type": "number"}, "tags": {
+            "type": "array", "items": {"type": "string"}}}, "required": ["lat"]}},
+    "required": ["city"]}}}, {"type": "function", "function": {"name": "get_time", "parameters": {
+        "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}]
+#: Families whose grammars differ in how a reply writes its calls.
+_FORMS = ["qwen2.5", "llama3", "mistral", "hermes", "functionary", "granite", "lfm2"]
+
+
+@pytest.mark.parametrize("family", _FORMS)
 def test_a_branch_read_ahead_agrees_with_the_matcher(family: str) -> None:
     """``grammar_branch`` reads a text once (``lookahead``) and refuses a token whose first
     characters nothing there can take without walking again: on random prefixes of random strings
     of each family's grammar and random tokens after them, it answers what ``matches`` answers."""
     from localtools.model._decide import grammar_branch
 
-    if family not in families():
-        pytest.skip(f"no family {family}")
-    spec = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
-        "required": ["city"]}}}, {"type": "function", "function": {"name": "get_time", "parameters": {
-            "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}]
     rng = random.Random(family)
     checked = refused = 0
     for choice in ("auto", "required"):
-        grammar = build_grammar(get_family(family), spec, choice)
+        grammar = build_grammar(get_family(family), _WEATHER_AND_TIME, choice)
         fits = grammar_branch(grammar)
         for _ in range(25):
             try:
@@ -426,7 +432,7 @@ def test_a_branch_read_ahead_agrees_with_the_matcher(family: str) -> None:
     assert checked > 500 and 0.1 < refused / checked < 0.9
 
 
-@pytest.mark.parametrize("family", ["qwen2.5", "llama3", "mistral", "hermes", "functionary", "granite", "lfm2"])
+@pytest.mark.parametrize("family", _FORMS)
 def test_a_resumed_walk_forces_what_a_fresh_one_does(family: str) -> None:
     """``continuation`` asked token by token along a growing reply with one ``Resume`` (as a
     decoder asks) answers what a fresh walk answers at every step: on random strings of each
@@ -434,17 +440,10 @@ def test_a_resumed_walk_forces_what_a_fresh_one_does(family: str) -> None:
     reply that starts over (another text) in between."""
     from localtools.grammar import Resume, continuation
 
-    spec = [{"type": "function", "function": {"name": "get_weather", "parameters": {
-        "type": "object", "properties": {
-            "city": {"type": "string"}, "days": {"type": "integer"}, "unit": {"enum": ["C", "F"]},
-            "where": {"type": "object", "properties": {"lat": {"type": "number"}, "tags": {
-                "type": "array", "items": {"type": "string"}}}, "required": ["lat"]}},
-        "required": ["city"]}}}, {"type": "function", "function": {"name": "get_time", "parameters": {
-            "type": "object", "properties": {"zone": {"enum": ["UTC", "CET"]}}}}}]
     rng = random.Random(family)
     asked = forced = 0
     for choice in ("auto", "required"):
-        grammar = build_grammar(get_family(family), spec, choice)
+        grammar = build_grammar(get_family(family), _WEATHER_AND_TIME, choice)
         resume = Resume()
         for _ in range(12):
             try:

@@ -92,9 +92,7 @@ def draw(logits: Any, allows: Callable[[int], bool], *, top_p: float, temperatur
     # float32 (a 151k row in float64, exponentiated whole, cost a millisecond a drawn token).
     peak = float(row.max())
     total = float(np.sum(np.exp(np.asarray(logits, dtype=np.float32) - np.float32(peak)), dtype=np.float64))
-    n = len(row)
-    m = max(1, min(scan, n))
-    best = best_ids(row, m)
+    best = best_ids(row, scan)
     asked = found = 0.0
     kept: list[int] = []
     cumulative: list[float] = []

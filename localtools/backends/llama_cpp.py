@@ -420,13 +420,13 @@ def _allows(llama_cpp: Any, grammar: Any, one_array: Any, token: int, logit: flo
     return bool(one_array.data[0].logit != float("-inf"))
 
 
-def _force(llama_cpp: Any, grammar: Any, accept: Any, one_array: Any, tokens: list[int]) -> int:
+def _force(llama_cpp: Any, grammar: Any, one_array: Any, tokens: list[int]) -> int:
     # Each token is checked before it is accepted: llama.cpp aborts the process on a token its
     # grammar rejects, so a forced token that disagrees with it (it never should) ends the batch.
     for taken, token in enumerate(tokens):
         if not _allows(llama_cpp, grammar, one_array, token):
             return taken
-        llama_cpp.llama_sampler_accept(accept, token)
+        llama_cpp.llama_sampler_accept(grammar, token)
     return len(tokens)
 
 
@@ -472,7 +472,49 @@ def _one_array(llama_cpp: Any) -> Any:
     return llama_cpp.llama_token_data_array(ctypes.pointer(llama_cpp.llama_token_data(0, 0.0, 0.0)), 1, -1, False)
 
 
-class _Greedy:
+class _Pick:
+    """What greedy and drawn picks share: the row a pick reads (``_scored``), the grammar's
+    llama.cpp sampler, asked about one token at a time, and the whole vocabulary to mask when that
+    does not settle a pick; forced tokens, the end and freeing the sampler."""
+
+    def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, repeat_penalty: float,
+                 bonuses: Bonuses | None):
+        import numpy
+
+        self.np = numpy
+        self.llama_cpp = llama_cpp = _import()
+        self.backend, self.bonuses, self.penalty = backend, bonuses, repeat_penalty
+        self.vocab = backend.llm._model.vocab
+        self.one_array = _one_array(llama_cpp)
+        self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
+        if self.grammar is not None:
+            self.all, self.all_array = _vocabulary(llama_cpp, backend)
+
+    def _scores(self, reply: list[int]) -> Any:
+        return _scored(self.np, self.backend._logits(), reply, self.penalty,
+                       self.bonuses(reply) if self.bonuses is not None else {})
+
+    def _allowed(self, token: int, logit: float = 0.0) -> bool:
+        return _allows(self.llama_cpp, self.grammar, self.one_array, token, logit)
+
+    def _masked(self, scores: Any) -> Any:
+        return _masked(self.llama_cpp, self.grammar, self.all, self.all_array, scores)
+
+    def force(self, tokens: list[int]) -> int:
+        if self.grammar is None:
+            return len(tokens)  # nothing to refuse them, nothing to remember them
+        return _force(self.llama_cpp, self.grammar, self.one_array, tokens)
+
+    def allows_end(self) -> bool:
+        return self.grammar is not None and _allows_end(self.llama_cpp, self.grammar, self.one_array, self.vocab)
+
+    def close(self) -> None:
+        if self.grammar is not None:
+            self.llama_cpp.llama_sampler_free(self.grammar)
+            self.grammar = None
+
+
+class _Greedy(_Pick):
     """Greedy decoding under an optional grammar.
 
     ``lazy``: take the best token and ask the grammar about that one token; when it refuses, ask
@@ -485,24 +527,9 @@ class _Greedy:
 
     def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, repeat_penalty: float, *, lazy: bool,
                  bonuses: Bonuses | None = None):
-        import numpy
-
-        self.np = numpy
-        self.llama_cpp = llama_cpp = _import()
-        self.backend = backend
-        self.vocab = backend.llm._model.vocab
-        self.penalty = repeat_penalty
+        super().__init__(backend, grammar, repeat_penalty, bonuses)
         self.lazy = lazy
-        self.bonuses = bonuses
         self.full_masks = self.picks = 0
-        self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
-        if self.grammar is not None:
-            self.one_array = _one_array(llama_cpp)
-            self.all, self.all_array = _vocabulary(llama_cpp, backend)
-
-    def _scores(self, reply: list[int]) -> Any:
-        return _scored(self.np, self.backend._logits(), reply, self.penalty,
-                       self.bonuses(reply) if self.bonuses is not None else {})
 
     def __call__(self, reply: list[int]) -> int:
         scores = self._scores(reply)
@@ -514,17 +541,6 @@ class _Greedy:
             self.picks += 1
         return token
 
-    def _allowed(self, token: int, logit: float) -> bool:
-        return _allows(self.llama_cpp, self.grammar, self.one_array, token, logit)
-
-    def force(self, tokens: list[int]) -> int:
-        if self.grammar is None:
-            return len(tokens)  # nothing to refuse them, nothing to remember them
-        return _force(self.llama_cpp, self.grammar, self.grammar, self.one_array, tokens)
-
-    def allows_end(self) -> bool:
-        return _allows_end(self.llama_cpp, self.grammar, self.one_array, self.vocab)
-
     def _best_allowed(self, scores: Any) -> int:
         if self.lazy:
             # The next best tokens first, a one-token question each: 151k masked costs ~19 ms.
@@ -532,65 +548,34 @@ class _Greedy:
             if token is not None:
                 return token
         self.full_masks += 1
-        masked = _masked(self.llama_cpp, self.grammar, self.all, self.all_array, scores)
+        masked = self._masked(scores)
         token = int(self.np.argmax(masked))
-        if not self.np.isfinite(self.all["logit"][token]):
+        if not self.np.isfinite(masked[token]):
             raise GrammarError("the grammar allows no token here (the grammar is broken)")
         return token
 
-    def close(self) -> None:
-        if self.grammar is not None:
-            self.llama_cpp.llama_sampler_free(self.grammar)
-            self.grammar = None
 
-
-class _Sampled:
+class _Sampled(_Pick):
     """Temperature sampling under an optional grammar: top-p of the tokens the grammar allows, at
     the temperature, drawn as masking first would draw it (``draw``), the grammar asked about the
     best tokens one at a time; the whole vocabulary is masked only when they do not settle it."""
 
     def __init__(self, backend: LlamaCppBackend, grammar: Grammar | None, temperature: float, top_p: float,
                  seed: int | None, repeat_penalty: float, *, bonuses: Bonuses | None = None):
-        import numpy
-
-        self.np = numpy
-        self.llama_cpp = llama_cpp = _import()
-        self.backend, self.bonuses = backend, bonuses
-        self.temperature, self.top_p, self.penalty = temperature, top_p, repeat_penalty
-        self.rng = numpy.random.default_rng(seed if seed is not None else 0)
-        self.vocab = backend.llm._model.vocab
-        self.one_array = _one_array(llama_cpp)
-        self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
-        if self.grammar is not None:
-            self.all, self.all_array = _vocabulary(llama_cpp, backend)
+        super().__init__(backend, grammar, repeat_penalty, bonuses)
+        self.temperature, self.top_p = temperature, top_p
+        self.rng = self.np.random.default_rng(seed if seed is not None else 0)
 
     def __call__(self, reply: list[int]) -> int:
-        scores = _scored(self.np, self.backend._logits(), reply, self.penalty,
-                         self.bonuses(reply) if self.bonuses is not None else {})
+        scores = self._scores(reply)
         grammar = self.grammar
-
-        def allows(token: int) -> bool:
-            return grammar is None or _allows(self.llama_cpp, grammar, self.one_array, token)
-
-        token = draw(scores, allows, top_p=self.top_p, temperature=self.temperature, rng=self.rng)
+        token = draw(scores, lambda t: grammar is None or self._allowed(t), top_p=self.top_p,
+                     temperature=self.temperature, rng=self.rng)
         if token is None:
-            masked = scores if grammar is None else _masked(self.llama_cpp, grammar, self.all, self.all_array, scores)
+            masked = scores if grammar is None else self._masked(scores)
             token = nucleus_draw(masked, top_p=self.top_p, temperature=self.temperature, rng=self.rng)
             if token is None:
                 raise GrammarError("the grammar allows no token here (the grammar is broken)")
         if grammar is not None:
             self.llama_cpp.llama_sampler_accept(grammar, token)
         return token
-
-    def force(self, tokens: list[int]) -> int:
-        if self.grammar is None:
-            return len(tokens)
-        return _force(self.llama_cpp, self.grammar, self.grammar, self.one_array, tokens)
-
-    def allows_end(self) -> bool:
-        return self.grammar is not None and _allows_end(self.llama_cpp, self.grammar, self.one_array, self.vocab)
-
-    def close(self) -> None:
-        if self.grammar is not None:
-            self.llama_cpp.llama_sampler_free(self.grammar)
-            self.grammar = None

@@ -56,10 +56,11 @@ class Ahead:
         return not any(rest.startswith(more) or more.startswith(rest) for rest in self.rests)
 
 
-def lookahead(grammar: Grammar, text: str) -> Ahead:
-    """``Ahead`` of ``text`` in ``grammar``: whether it is whole, and what may follow it."""
+def lookahead(grammar: Grammar, text: str, resume: Resume | None = None) -> Ahead:
+    """``Ahead`` of ``text`` in ``grammar``: whether it is whole, and what may follow it.
+    ``resume``: as ``continuation`` takes it."""
     frontier: set[str] = set()
-    whole = len(text) in _walk(grammar, text, frontier=frontier)
+    whole = len(text) in _walk(grammar, text, frontier=frontier, resume=resume)
     return Ahead(whole, frozenset(frontier))
 
 
@@ -84,12 +85,11 @@ def continuation(grammar: Grammar, text: str, resume: Resume | None = None) -> t
     """
     forced = ""
     while True:
-        frontier: set[str] = set()
-        whole = text + forced
-        complete = len(whole) in _walk(grammar, whole, frontier=frontier, resume=resume)
+        ahead = lookahead(grammar, text + forced, resume)
+        frontier = ahead.rests
         if not frontier:
-            return forced, complete
-        if complete or _OPEN in frontier:
+            return forced, ahead.whole
+        if ahead.whole or _OPEN in frontier:
             return forced, False
         # Each entry is the rest of a literal in progress; past the shortest one, what follows
         # is another part's to say, so the walk runs again from there.
@@ -159,12 +159,13 @@ def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[st
             return pos >= end
         return True  # free text and text up to a marker read on to the end
 
-    keep = resume is not None and not prefix
+    kept = None if prefix else resume
+    keep = kept is not None
     memo: dict[tuple[int, int], frozenset[int]] = {}
-    if keep and resume is not None:
-        if text.startswith(resume.text):
-            memo = resume.memo  # walked on in place, not copied: a copy per ask is quadratic again
-        resume.text, resume.memo = "", {}  # until this walk ends whole
+    if kept is not None:
+        if text.startswith(kept.text):
+            memo = kept.memo  # walked on in place, not copied: a copy per ask is quadratic again
+        kept.text, kept.memo = "", {}  # until this walk ends whole
     #: Entries whose walk read the end of the text: a longer text may change them.
     ends: set[tuple[int, int]] = set()
     stack: list[tuple[tuple[int, int], Generator[tuple[Expr, int], frozenset[int], set[int]]]] = []
@@ -202,10 +203,10 @@ def _walk(grammar: Grammar, text: str, *, prefix: bool = False, frontier: set[st
         stack.append((sub_key, _ends(sub, pos, rules, end if prefix else -1)))
         hot.append(False)
     assert value is not None
-    if keep and resume is not None:
+    if kept is not None:
         for key in ends:
             del memo[key]
-        resume.text, resume.memo = text, memo
+        kept.text, kept.memo = text, memo
     return value
 
 
