@@ -1570,32 +1570,93 @@ def test_a_tool_is_unfit_when_no_word_of_its_name_or_description_is_said() -> No
         [{"role": "user", "content": "When is the sunrise in Beijing?"}])) == []
 
 
+def test_a_call_made_of_what_was_said_fits_whatever_words_name_its_tool() -> None:
+    """A call to a tool nothing in the conversation names is no stranger when every value it
+    writes is the conversation's (``made_of``): "raining" never says ``get_weather``, but a call of
+    the question's own city is the model reading it. One value of the model's own (a guessed
+    option, a boolean nobody named), a call of booleans alone, or a further call that only uses
+    again what the earlier calls used stays unfit."""
+    from localtools.model._decide import made_of, unfit
+
+    rng = random.Random(31)
+    letters = "bcdfghjklmnpqrstvwxz"
+
+    def word() -> str:
+        return "".join(rng.choice(letters) + rng.choice("aeiou") for _ in range(rng.randint(3, 5)))
+
+    for _ in range(60):
+        tool_words, said = [word() for _ in range(2)], [word().title() for _ in range(3)]
+        if {w[:5] for w in tool_words} & {w.lower()[:5] for w in said}:
+            continue
+        name = "_".join(tool_words)
+        described = {name: f"The {tool_words[0]} of a {tool_words[1]}."}
+        schemas = {name: {"type": "object", "properties": {"place": {"type": "string"}, "count": {"type": "integer"},
+                                                           "flag": {"type": "boolean", "default": False}},
+                          "required": ["place"]}}
+        number = rng.randint(2, 900)
+        spelled = rng.choice([said[0], said[0].upper(), said[0].lower()])
+        question = f"Is it {said[1].lower()} in {spelled} with {number} {said[2]}s?"
+        conversation = conversation_text([{"role": "user", "content": question}])
+        own: dict[str, Any] = {"place": said[0], "count": number}
+        arguments: dict[str, Any]
+        # Every value the question's (a string re-cased, a number as written, a boolean left at its default).
+        for arguments in ({"place": said[0]}, own, {**own, "flag": False}):
+            assert made_of([(name, arguments)], schemas, conversation), (question, arguments)
+            assert unfit([(name, arguments)], described, conversation, schemas) == []
+            # Without the schemas, the word check alone: a stranger.
+            assert unfit([(name, arguments)], described, conversation) == [name]
+        # A value of the model's own in any argument, or a boolean nobody named: unfit.
+        for arguments in ({**own, "count": number + 1}, {"place": said[0] + " " + word()}, {**own, "flag": True},
+                          {"flag": False}, {}):
+            assert not made_of([(name, arguments)], schemas, conversation), (question, arguments)
+            assert unfit([(name, arguments)], described, conversation, schemas) == [name]
+        # After a call, a further one with a value of its own from the question fits; one that only
+        # uses again what the earlier call used (in any spelling) does not.
+        first = [(name, {"place": said[0]})]
+        assert unfit([(name, {"place": said[0], "count": number})], described, conversation, schemas, first) == []
+        assert unfit([(name, {"place": spelled})], described, conversation, schemas, first) == [name]
+    # The seeds' question and the cases it stands for.
+    weather = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    oslo = conversation_text([{"role": "user", "content": "Is it raining in Oslo right now?"}])
+    assert unfit([("get_weather", {"city": "Oslo"})], {"get_weather": "Current weather for a city."}, oslo,
+                 weather) == []
+    assert unfit([("get_weather", {"city": "Bergen"})], {"get_weather": "Current weather for a city."}, oslo,
+                 weather) == ["get_weather"]
+
+
+@tool
+def get_forecast(city: str, days: int = 1) -> str:
+    """The weather forecast for a city."""
+    return f"sunny in {city} for {days} days"
+
+
 @pytest.mark.parametrize("city", ["Paris", "Atlantis"])
 @pytest.mark.parametrize("share", [0.5, 0.97])
 def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_text(share: float, city: str) -> None:
     ask = [{"role": "user", "content": "Who wrote Hamlet? Paris"}]
     choices = {"": {"<tool_call>": share, "The": 1 - share}}
-    # The city is said (no guess), the weather never is: the call fits nothing asked. A made-up
-    # city (a guess too, on a share over its threshold) is refused for its tool all the same.
-    call = tc("get_weather", city=city)
+    # The city is said (no guess), the forecast never is, and the days are the model's own: the
+    # call fits nothing asked. A made-up city (a guess too, on a share over its threshold) is
+    # refused for its tool all the same.
+    call = tc("get_forecast", city=city, days=5)
     for text, answer in (("Shakespeare wrote it.", "Shakespeare wrote it."),
-                         ('Sure! {"name": "get_weather", "arguments": {"city": "' + city + '"}}', None)):
+                         ('Sure! {"name": "get_forecast", "arguments": {"city": "' + city + '"}}', None)):
         backend = ScriptedBackend([call, text], choices=choices)
-        result = Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(guess=0.2, fit=0.9))
+        result = Model(backend, family="qwen2.5").chat(ask, [get_forecast], decisions=Decisions(guess=0.2, fit=0.9))
         refused = share < 0.9
         (decision,) = [d for d in result.decisions if d.point is DecisionPoint.FIT]
         assert decision.share == pytest.approx(share) and decision.taken is refused
-        assert decision.argument == "get_weather"
+        assert decision.argument == "get_forecast"
         assert bool(result.tool_calls) is not refused
         if not refused:
             continue
         if answer is not None:
             assert result.content == answer
         else:  # the text held the call again: the answer says the tool does something else
-            assert "`get_weather`" in result.content and "{" not in result.content
+            assert "`get_forecast`" in result.content and "{" not in result.content
             assert "something else" in result.content and "`city`" not in result.content
             (ask_decision,) = [d for d in result.decisions if d.point is DecisionPoint.ASK]
-            assert ask_decision.argument == "get_weather"
+            assert ask_decision.argument == "get_forecast"
         assert [d.point for d in result.decisions].count(DecisionPoint.GUESS) == (city == "Atlantis")
     # A reply with a call to a tool the conversation speaks of stands whole.
     @tool
@@ -1605,18 +1666,42 @@ def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_t
 
     both = call + "\n" + tc("who_wrote", title="Hamlet")
     result = Model(ScriptedBackend([both], choices=choices), family="qwen2.5").chat(
-        ask, [get_weather, who_wrote], decisions=Decisions(fit=0.9))
-    assert [c.name for c in result.tool_calls] == ["get_weather", "who_wrote"]
+        ask, [get_forecast, who_wrote], decisions=Decisions(fit=0.9))
+    assert [c.name for c in result.tool_calls] == ["get_forecast", "who_wrote"]
     assert DecisionPoint.FIT not in [d.point for d in result.decisions]
     # A tool the conversation speaks of is never in doubt, nor is a call the request demands.
     backend = ScriptedBackend([call], choices=choices)
     result = Model(backend, family="qwen2.5").chat([{"role": "user", "content": "The weather in Paris?"}],
-                                                   [get_weather], decisions=Decisions(fit=0.9))
+                                                   [get_forecast], decisions=Decisions(fit=0.9))
     assert result.tool_calls and not result.decisions
     backend = ScriptedBackend([call], choices=choices)
-    result = Model(backend, family="qwen2.5").chat(ask, [get_weather], tool_choice="required",
+    result = Model(backend, family="qwen2.5").chat(ask, [get_forecast], tool_choice="required",
                                                    decisions=Decisions(fit=0.9))
     assert result.tool_calls and not result.decisions
+
+
+@pytest.mark.parametrize("share", [0.3, 0.6])
+def test_calls_made_of_the_question_stand_under_fit_though_no_word_names_their_tool(share: float) -> None:
+    """"Is it raining in Oslo or in Bergen?" never says "weather": the first call and a further
+    one, each of a city the question names, stand on any share; a further call that only uses the
+    first one's city again, to a tool nobody named, is still left out."""
+    ask = [{"role": "user", "content": "Is it raining in Oslo or in Bergen?"}]
+    oslo, bergen = tc("get_weather", city="Oslo"), tc("get_weather", city="Bergen")
+    choices = {"": {"<tool_call>": share, "It": 1 - share}, oslo: {"\n": 1.0},
+               oslo + "\n": {"<tool_call>": 0.4, "": 0.6}, oslo + "\n" + bergen: {"": 1.0}}
+    backend = ScriptedBackend([oslo, oslo + "\n" + bergen], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ask, [get_weather, get_time],
+                                                    decisions=Decisions(more=0.25, guess=0.75, fit=0.9))
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Oslo", "Bergen"]
+    assert not {DecisionPoint.FIT, DecisionPoint.GUESS} & {d.point for d in result.decisions}
+    again = oslo + "\n" + tc("get_time", zone="Oslo")
+    backend = ScriptedBackend([oslo, again], choices={**choices, again: {"": 1.0}})
+    result = Model(backend, family="qwen2.5").chat(ask, [get_weather, get_time],
+                                                    decisions=Decisions(more=0.25, guess=0.75, fit=0.9))
+    assert [c.name for c in result.tool_calls] == ["get_weather"]
+    refused = result.decisions[-1]
+    assert refused.point is DecisionPoint.FIT and refused.taken and refused.argument == "get_time"
+    assert refused.calls == 1
 
 
 def test_calibration_finds_the_fit_threshold_that_keeps_calls_to_tools_the_user_named() -> None:
@@ -1625,25 +1710,30 @@ def test_calibration_finds_the_fit_threshold_that_keeps_calls_to_tools_the_user_
 
     weather = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city.",
                                                  "parameters": {"type": "object", "properties": {
-                                                     "city": {"type": "string"}}, "required": ["city"]}}}
+                                                     "city": {"type": "string"}, "days": {"type": "integer"}},
+                                                     "required": ["city"]}}}
 
     def ask(text: str) -> list[dict[str, Any]]:
         return [{"role": "user", "content": text}]
 
     cases = [Case("s1", "simple_python", ask("Weather in Paris?"), [weather], [{"get_weather": {"city": ["Paris"]}}]),
              Case("s2", "simple_python", ask("Is it raining in Oslo?"), [weather],
-                  [{"get_weather": {"city": ["Oslo"]}}]),
+                  [{"get_weather": {"city": ["Oslo"], "days": [3]}}]),
+             Case("s3", "simple_python", ask("Will it rain in Lima?"), [weather], [{"get_weather": {"city": ["Lima"]}}]),
              Case("i1", "irrelevance", ask("Who was born in London?"), [weather], []),
              Case("i2", "irrelevance", ask("Flights from Berlin?"), [weather], [])]
-    # Every call's values are said (no guess); the shares of the irrelevant calls sit between the
-    # relevant ones, so no call threshold tells them apart; the fit threshold does, where the
-    # relevant call the user never names the tool of (s2, "raining") is surer than both.
+    # Every call's required values are said (no guess); the shares of the irrelevant calls sit
+    # between the relevant ones, so no call threshold tells them apart; the fit threshold does,
+    # where the relevant call the user never names the tool of (s2, "raining") is surer than both.
+    # The irrelevant calls hold a value of the model's own (days); s3's is made of the question
+    # alone ("rain" never names the weather either), so no fit threshold refuses it, low as its share is.
     probes = [Probe("s1", "simple_python", 0.5, final=[("get_weather", {"city": "Paris"})]),
-              Probe("s2", "simple_python", 0.97, final=[("get_weather", {"city": "Oslo"})]),
-              Probe("i1", "irrelevance", 0.6, final=[("get_weather", {"city": "London"})]),
-              Probe("i2", "irrelevance", 0.8, final=[("get_weather", {"city": "Berlin"})])]
-    unfit_i2 = replay(probes[3], 0.0, 1.01, fit=0.9, is_unfit=lambda calls: True)
-    assert unfit_i2 == [] and replay(probes[3], 0.0, 1.01, fit=0.7, is_unfit=lambda calls: True)
+              Probe("s2", "simple_python", 0.97, final=[("get_weather", {"city": "Oslo", "days": 3})]),
+              Probe("s3", "simple_python", 0.3, final=[("get_weather", {"city": "Lima"})]),
+              Probe("i1", "irrelevance", 0.6, final=[("get_weather", {"city": "London", "days": 7})]),
+              Probe("i2", "irrelevance", 0.8, final=[("get_weather", {"city": "Berlin", "days": 2})])]
+    unfit_i2 = replay(probes[4], 0.0, 1.01, fit=0.9, is_unfit=lambda calls, earlier: True)
+    assert unfit_i2 == [] and replay(probes[4], 0.0, 1.01, fit=0.7, is_unfit=lambda calls, earlier: True)
     decisions, rows = choose(probes, cases)
     assert decisions.fit is not None and 0.8 < decisions.fit <= 0.97 and max(r["mean"] for r in rows) == 1.0
     assert max(r["mean"] for r in rows if r["fit"] == 0) < 1.0
@@ -1713,7 +1803,7 @@ def test_calibration_judges_a_guess_or_a_stranger_on_the_calls_before_another() 
     p = Probe("c", "parallel", 0.5, form=(0.5, first), more=[(0.6, first), (0.0, second)], final=second)
     judged: list[Any] = []
 
-    def unfit_(calls: Any) -> bool:
+    def unfit_(calls: Any, earlier: Any) -> bool:
         judged.append(list(calls))
         return len(calls) == 1
 

@@ -179,6 +179,19 @@ def test_seed_scenario_on_qwen(models: Models, backend: str) -> None:
     assert "pro" in result.answer
 
 
+def test_the_seeds_scenarios_are_answered_under_the_default_decisions(qwen: Model) -> None:
+    """The five multi-turn scenarios of the bench (a question, the tool it needs beside unrelated
+    ones, the result) under Qwen 0.5B's default decisions: each needed tool called once, each
+    answer holding the result's facts. "Is it raining in Oslo right now?" never names the weather:
+    ``fit`` keeps the call because every value in it is the question's (``made_of``)."""
+    from localtools.bench import SCENARIOS, run_scenario
+
+    assert qwen.decisions is not None and qwen.decisions.fit is not None
+    for scenario in SCENARIOS:
+        result = run_scenario(qwen, "default", scenario)
+        assert result.called_once and result.answered, (scenario.name, result.calls, result.answer, result.error)
+
+
 def test_qwen_family_template_matches_the_gguf_template(qwen: Model) -> None:
     own = Model(qwen.backend, template="model")
     conversation: list[dict[str, Any]] = [

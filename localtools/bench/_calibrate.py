@@ -154,14 +154,14 @@ def _calls(fmt: Any, text: str) -> Calls:
 
 def replay(p: Probe, call: float, more: float, form: float = 1.01, guess: float = 0.0,
            is_guess: Callable[[Calls], bool] | None = None, fit: float = 0.0,
-           is_unfit: Callable[[Calls], bool] | None = None) -> Calls:
+           is_unfit: Callable[[Calls, Calls], bool] | None = None) -> Calls:
     """The calls the reply would hold under these thresholds (``is_guess``: whether calls are a
-    guess in the probe's case, ``is_unfit``: whether they call a tool it never speaks of; none is
-    without them)."""
+    guess in the probe's case, ``is_unfit``: whether they, after the reply's earlier calls, call a
+    tool it never speaks of; none is without them)."""
 
-    def refused(calls: Calls, share: float) -> bool:
+    def refused(calls: Calls, share: float, earlier: Calls | None = None) -> bool:
         return (is_guess is not None and share < guess and is_guess(calls)) or \
-            (is_unfit is not None and share < fit and is_unfit(calls))
+            (is_unfit is not None and share < fit and is_unfit(calls, earlier or []))
 
     calls = _replay(p, call, more, form, refused)
     # Judged as the model judges them: on the calls the form decision left, before another is added.
@@ -179,7 +179,7 @@ def _opened(p: Probe, form: float) -> Calls:
 
 
 def _replay(p: Probe, call: float, more: float, form: float,
-            refused: Callable[[Calls, float], bool] | None = None) -> Calls:
+            refused: Callable[[Calls, float, Calls], bool] | None = None) -> Calls:
     """``refused``: whether a "more" decision's new calls are refused on its share, as the model
     refuses a further call that is a guess or to a tool nobody spoke of."""
     if p.error or p.call_share is None or p.call_share < call:
@@ -190,7 +190,7 @@ def _replay(p: Probe, call: float, more: float, form: float,
         if share is None or share < more:
             return calls
         after = p.more[i + 1][1] if i + 1 < len(p.more) else p.final
-        if refused is not None and refused(after[len(calls):], share):
+        if refused is not None and refused(after[len(calls):], share, calls):
             return calls
     return p.final
 
@@ -199,14 +199,15 @@ def _schemas(case: Case) -> dict[str, Any]:
     return {t["function"]["name"]: t["function"]["parameters"] for t in case.tools}
 
 
-def _unfit(grounds: Grounds, calls: Calls) -> bool:
-    """Whether calls name only tools the conversation never speaks of (``unfit``)."""
-    return bool(grounds.unfit(calls))
+def _unfit(grounds: Grounds, calls: Calls, earlier: Calls) -> bool:
+    """Whether calls (after the reply's ``earlier`` ones) name only tools the conversation never
+    speaks of (``unfit``)."""
+    return bool(grounds.unfit(calls, earlier))
 
 
 def _accuracy(probes: Sequence[Probe], cases: dict[str, Case], call: float, more: float, form: float,
               guess: float = 0.0, guesses: dict[str, Callable[[Calls], bool]] | None = None, fit: float = 0.0,
-              unfits: dict[str, Callable[[Calls], bool]] | None = None) -> dict[str, float]:
+              unfits: dict[str, Callable[[Calls, Calls], bool]] | None = None) -> dict[str, float]:
     by: dict[str, list[bool]] = {}
     for p in probes:
         case = cases[p.case_id]
@@ -229,7 +230,7 @@ def choose(probes: Sequence[Probe], cases: Iterable[Case]) -> tuple[Decisions, l
     # Each case's conversation is read once, not once a row nor once a judgement.
     grounds = {p.case_id: Grounds.of(known[p.case_id].messages, known[p.case_id].tools) for p in probes}
     guesses: dict[str, Callable[[Calls], bool]] = {case: g.guessed for case, g in grounds.items()}
-    unfits: dict[str, Callable[[Calls], bool]] = {case: partial(_unfit, g) for case, g in grounds.items()}
+    unfits: dict[str, Callable[[Calls, Calls], bool]] = {case: partial(_unfit, g) for case, g in grounds.items()}
 
     def row(call: float, more: float, form: float, guess: float, fit: float = 0.0) -> dict[str, Any]:
         accuracy = _accuracy(probes, known, call, more, form, guess, guesses if guess > 0 else None, fit,

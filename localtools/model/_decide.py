@@ -27,8 +27,8 @@ from ..grammar import Ahead, Grammar, lookahead, matches
 
 __all__ = ["CALIBRATED", "SWITCHES", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
            "as_fraction", "asking", "branch_shares", "content_text", "conversation_text", "covers", "cut_word",
-           "fork", "grammar_branch", "grounded", "guessed", "number_ahead", "numbers_in", "open_string", "refusing",
-           "said", "shaped", "spoken_options", "stated_shape", "telling", "uncovered", "unfit", "ungrounded",
+           "fork", "grammar_branch", "grounded", "guessed", "made_of", "number_ahead", "numbers_in", "open_string",
+           "refusing", "said", "shaped", "spoken_options", "stated_shape", "telling", "uncovered", "unfit", "ungrounded",
            "ungrounded_items", "unheld"]
 
 
@@ -650,18 +650,50 @@ def _tool_content(name: str, description: str) -> frozenset[str]:
     return _content(f"{name.replace('.', ' ').replace('_', ' ')} {description}")
 
 
-def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str
+def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str,
+          schemas: Mapping[str, Any] | None = None, earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()
           ) -> list[str]:
     """The tools ``calls`` name (in order, each once) when nothing in ``conversation`` speaks of
     any of them: no word of a tool's name or of its description (``described``) begins
     (``_stem``) as a word the conversation uses, generic words aside ("sunset" is not "sunrise";
     "perimeter of a rectangle" is not ``solve_quadratic_equation``). Empty when one of them is
-    spoken of: that call answers the conversation."""
+    spoken of: that call answers the conversation. With ``schemas``, empty too when the calls are
+    made whole of what the conversation says (``made_of``; further calls after ``earlier`` ones each
+    with a value those did not use): a word check cannot see that "raining" speaks of
+    ``get_weather``, but a call with nothing of the model's own in it is no guess at a tool that
+    does something else. Calls with a value the model chose stay unfit, and so does a further call
+    that only uses again what the reply's calls already did (``get_time(zone="Paris")`` beside
+    ``get_weather(city="Paris")``)."""
     stems = _content(conversation)
     names = list(dict.fromkeys(name for name, _ in calls))
     if any(_tool_content(name, described.get(name, "")) & stems for name in names):
         return []
+    if schemas is not None and made_of(calls, schemas, conversation, earlier):
+        return []
     return names
+
+
+def _own_values(arguments: Mapping[str, Any]) -> set[str]:
+    """A call's values that have words of their own (not booleans), compared case- and spacing-blind."""
+    return {_plain(v) if isinstance(v, str) else json.dumps(v, sort_keys=True) for v in arguments.values()
+            if not isinstance(v, bool) and v is not None}
+
+
+def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str,
+            earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> bool:
+    """Whether every value ``calls`` write, required or optional, is the conversation's
+    (``ungrounded`` finds none: strings and numbers ``_mentioned``, a boolean its default or named
+    by its own key's words), each call with at least one value that has words of its own (not a
+    boolean) and, after ``earlier`` calls, one that none of them used: ``get_weather(city="Oslo")``
+    for "Is it raining in Oslo right now?", and then ``get_weather(city="Bergen")`` for "... and in
+    Bergen?"."""
+    used = set().union(*(_own_values(arguments) for _, arguments in earlier))
+    for name, arguments in calls:
+        schema = schemas.get(name)
+        schema = schema if isinstance(schema, Mapping) else {}
+        if not _own_values(arguments) - used or ungrounded(name, arguments, schema, conversation, every=True):
+            return False
+    return bool(calls)
 
 
 @dataclass(frozen=True)
@@ -690,8 +722,9 @@ class Grounds:
     def unheld(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[str, str]]:
         return unheld(calls, self.schemas, self.conversation)
 
-    def unfit(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> list[str]:
-        return unfit(calls, self.described, self.conversation)
+    def unfit(self, calls: Sequence[tuple[str, Mapping[str, Any]]],
+              earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> list[str]:
+        return unfit(calls, self.described, self.conversation, self.schemas, earlier)
 
     def holds(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
         """Whether ``calls`` answer the user's request (``asked``) in its own words: every word of
@@ -730,11 +763,13 @@ def _listed(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:
+def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str, *,
+               every: bool = False) -> list[str]:
     """The optional arguments of a call to ``name`` the conversation does not speak of, in order:
     a value not ``_mentioned`` (as ``guessed`` reads values: word stems, codes, numbers as words),
-    a boolean that is not its default and whose own name's words the conversation never uses."""
-    required = set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
+    a boolean that is not its default and whose own name's words the conversation never uses.
+    ``every``: the required arguments too."""
+    required = set() if every else set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
     props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
     props = props if isinstance(props, Mapping) else {}
     stems = _stems(conversation)

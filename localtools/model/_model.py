@@ -123,15 +123,16 @@ def _answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[st
 
 
 def _stranger(decisions: Decisions, grounds: Grounds, calls: list[tuple[str, dict[str, Any]]], share: float | None,
-              before: int, reply: str) -> Decision | None:
-    """Further calls (after ``before`` calls, in ``reply``) judged as a turn's first calls are
+              earlier: list[tuple[str, dict[str, Any]]], reply: str) -> Decision | None:
+    """Further calls (after the ``earlier`` calls of ``reply``) judged as a turn's first calls are
     (``Model._guess``): a guess on a share under ``decisions.guess``, or calls only to tools nobody
     spoke of on a share under ``decisions.fit``, are refused: the decision that says so."""
     if share is None or not calls:
         return None
+    before = len(earlier)
     if decisions.guess is not None and share < decisions.guess and grounds.guessed(calls):
         return Decision(DecisionPoint.GUESS, share, decisions.guess, True, before, reply)
-    if decisions.fit is not None and share < decisions.fit and (strangers := grounds.unfit(calls)):
+    if decisions.fit is not None and share < decisions.fit and (strangers := grounds.unfit(calls, earlier)):
         return Decision(DecisionPoint.FIT, share, decisions.fit, True, before, reply, ", ".join(strangers))
     return None
 
@@ -811,7 +812,7 @@ class Model:
         def refused(calls: list[tuple[str, dict[str, Any]]]) -> bool:
             if not share:
                 share.append(self._call_share(source, prompt, variant, decisions, made))
-            return _stranger(decisions, grounds, calls, share[0], 0, "") is not None
+            return _stranger(decisions, grounds, calls, share[0], [], "") is not None
 
         return refused
 
@@ -903,7 +904,8 @@ class Model:
     def _more_calls(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                     thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
                     max_tokens: int, penalties: Sequence[float], parallel: bool,
-                    judge: Callable[[list[tuple[str, dict[str, Any]]], float | None, int, str], Decision | None]
+                    judge: Callable[[list[tuple[str, dict[str, Any]]], float | None, list[tuple[str, dict[str, Any]]],
+                                     str], Decision | None]
                     | None, cover: Callable[[list[tuple[str, dict[str, Any]]]], list[str]] | None = None
                     ) -> Generation:
         """After a reply with calls: another call while the model's share for one reaches
@@ -953,7 +955,7 @@ class Model:
                 made.append(Decision(DecisionPoint.COVER, share, None, covers(added, left), n, gen.text, ", ".join(left)))
                 if not made[-1].taken:
                     break  # the call written was not for what the user listed
-            refused = None if judge is None else judge(added, share, n, gen.text)
+            refused = None if judge is None else judge(added, share, [(c.name, c.arguments) for c in calls], gen.text)
             if refused is not None:
                 made.append(refused)
                 break
