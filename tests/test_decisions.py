@@ -1572,10 +1572,11 @@ def test_a_tool_is_unfit_when_no_word_of_its_name_or_description_is_said() -> No
 
 def test_a_call_made_of_what_was_said_fits_whatever_words_name_its_tool() -> None:
     """A call to a tool nothing in the conversation names is no stranger when every value it
-    writes is the conversation's (``made_of``): "raining" never says ``get_weather``, but a call of
-    the question's own city is the model reading it. One value of the model's own (a guessed
-    option, a boolean nobody named), a call of booleans alone, or a further call that only uses
-    again what the earlier calls used stays unfit."""
+    writes is said in the conversation's own words (``made_of``): "raining" never says
+    ``get_weather``, but a call of the question's own city is the model reading it. One value of
+    the model's own (a guessed option, a boolean nobody named, a default it wrote out, a piece of a
+    word), a call of booleans alone, or a further call that only uses again what the earlier calls
+    used stays unfit."""
     from localtools.model._decide import made_of, unfit
 
     rng = random.Random(31)
@@ -1599,15 +1600,16 @@ def test_a_call_made_of_what_was_said_fits_whatever_words_name_its_tool() -> Non
         conversation = conversation_text([{"role": "user", "content": question}])
         own: dict[str, Any] = {"place": said[0], "count": number}
         arguments: dict[str, Any]
-        # Every value the question's (a string re-cased, a number as written, a boolean left at its default).
-        for arguments in ({"place": said[0]}, own, {**own, "flag": False}):
+        # Every value the question's own words (a string re-cased, a number as written).
+        for arguments in ({"place": said[0]}, own):
             assert made_of([(name, arguments)], schemas, conversation), (question, arguments)
             assert unfit([(name, arguments)], described, conversation, schemas) == []
             # Without the schemas, the word check alone: a stranger.
             assert unfit([(name, arguments)], described, conversation) == [name]
-        # A value of the model's own in any argument, or a boolean nobody named: unfit.
+        # A value of the model's own in any argument, a boolean nobody named (at its default too), a
+        # piece of a longer word ("5m" is no "m"): unfit.
         for arguments in ({**own, "count": number + 1}, {"place": said[0] + " " + word()}, {**own, "flag": True},
-                          {"flag": False}, {}):
+                          {**own, "flag": False}, {"place": said[0][:2]}, {"flag": False}, {}):
             assert not made_of([(name, arguments)], schemas, conversation), (question, arguments)
             assert unfit([(name, arguments)], described, conversation, schemas) == [name]
         # After a call, a further one with a value of its own from the question fits; one that only
@@ -1622,6 +1624,18 @@ def test_a_call_made_of_what_was_said_fits_whatever_words_name_its_tool() -> Non
                  weather) == []
     assert unfit([("get_weather", {"city": "Bergen"})], {"get_weather": "Current weather for a city."}, oslo,
                  weather) == ["get_weather"]
+    circle = {"draw_circle": {"type": "object", "properties": {"radius": {"type": "number"}, "unit": {
+        "type": "string"}}, "required": ["radius", "unit"]}}
+    rectangle = conversation_text([{"role": "user", "content": "What's the area of a rectangle 5m wide and 7m long?"}])
+    assert unfit([("draw_circle", {"radius": 5, "unit": "m"})], {"draw_circle": "Draw a circle of a radius."},
+                 rectangle, circle) == ["draw_circle"]
+    dated = {"get_date": {"type": "object", "properties": {"event": {"type": "string"}, "format": {
+        "type": "string", "description": "The date format. Default is YYYY-MM-DD."}}, "required": ["event"]}}
+    waterloo = conversation_text([{"role": "user", "content": "How many died at the Battle of Waterloo?"}])
+    described = {"get_date": "The date of a historical event."}
+    assert unfit([("get_date", {"event": "Battle of Waterloo"})], described, waterloo, dated) == []
+    assert unfit([("get_date", {"event": "Battle of Waterloo", "format": "YYYY-MM-DD"})], described, waterloo,
+                 dated) == ["get_date"]
 
 
 @tool

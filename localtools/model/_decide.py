@@ -681,19 +681,52 @@ def _own_values(arguments: Mapping[str, Any]) -> set[str]:
 
 def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str,
             earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> bool:
-    """Whether every value ``calls`` write, required or optional, is the conversation's
-    (``ungrounded`` finds none: strings and numbers ``_mentioned``, a boolean its default or named
-    by its own key's words), each call with at least one value that has words of its own (not a
-    boolean) and, after ``earlier`` calls, one that none of them used: ``get_weather(city="Oslo")``
-    for "Is it raining in Oslo right now?", and then ``get_weather(city="Bergen")`` for "... and in
-    Bergen?"."""
+    """Whether every value ``calls`` write, required or optional, is said in the conversation in
+    its own words (``_said``: no default the tool states, no piece of a longer word; a boolean only
+    where the words of its key are said), each call with at least one value that is not a boolean
+    and, after ``earlier`` calls, one that none of them used: ``get_weather(city="Oslo")`` for "Is
+    it raining in Oslo right now?", and then ``get_weather(city="Bergen")`` for "... and in Bergen?";
+    not ``draw_circle(radius=5, unit="m")`` for "a width of 5m" (the "m" is a piece of "5m")."""
     used = set().union(*(_own_values(arguments) for _, arguments in earlier))
+    stems = _stems(conversation)
     for name, arguments in calls:
         schema = schemas.get(name)
-        schema = schema if isinstance(schema, Mapping) else {}
-        if not _own_values(arguments) - used or ungrounded(name, arguments, schema, conversation, every=True):
+        props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
+        props = props if isinstance(props, Mapping) else {}
+        if not _own_values(arguments) - used:
             return False
+        for key, value in arguments.items():
+            prop = props.get(key, {})
+            said = _said_of(key, stems) if isinstance(value, bool) else \
+                _said(value, conversation, stems, prop if isinstance(prop, Mapping) else {})
+            if not said:
+                return False
     return bool(calls)
+
+
+def _said(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any]) -> bool:
+    """Whether ``value`` is in the conversation's own words: a number as written (``grounded``
+    reads numbers), a string every word of which begins (``_stem``) as a word of the conversation
+    does or a code that abbreviates some of them, every item of a list or object; never by a
+    default alone."""
+    if isinstance(value, bool) or value is None:
+        return False
+    if isinstance(value, int | float):
+        return grounded(value, conversation, {})
+    if isinstance(value, str):
+        if _CODE.fullmatch(value.strip()) and _abbreviated(value.strip().lower(), _words(conversation)):
+            return True
+        words = _words(value)
+        return bool(words) and all(_stem(w) in stems for w in words)
+    if isinstance(value, list):
+        items = schema.get("items", {})
+        return bool(value) and all(_said(v, conversation, stems, items if isinstance(items, Mapping) else {})
+                                   for v in value)
+    if isinstance(value, dict):
+        props = schema.get("properties", {})
+        props = props if isinstance(props, Mapping) else {}
+        return bool(value) and all(_said(v, conversation, stems, props.get(k, {})) for k, v in value.items())
+    return False
 
 
 @dataclass(frozen=True)
@@ -763,13 +796,11 @@ def _listed(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str, *,
-               every: bool = False) -> list[str]:
+def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:
     """The optional arguments of a call to ``name`` the conversation does not speak of, in order:
     a value not ``_mentioned`` (as ``guessed`` reads values: word stems, codes, numbers as words),
-    a boolean that is not its default and whose own name's words the conversation never uses.
-    ``every``: the required arguments too."""
-    required = set() if every else set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
+    a boolean that is not its default and whose own name's words the conversation never uses."""
+    required = set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
     props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
     props = props if isinstance(props, Mapping) else {}
     stems = _stems(conversation)
