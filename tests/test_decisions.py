@@ -1613,10 +1613,25 @@ def test_a_call_made_of_what_was_said_fits_whatever_words_name_its_tool() -> Non
             assert not made_of([(name, arguments)], schemas, conversation), (question, arguments)
             assert unfit([(name, arguments)], described, conversation, schemas) == [name]
         # After a call, a further one with a value of its own from the question fits; one that only
-        # uses again what the earlier call used (in any spelling) does not.
+        # uses again what the earlier call used (in any spelling, a number as a float) does not,
+        # whether the earlier call came in an earlier step or earlier in the same list.
         first = [(name, {"place": said[0]})]
         assert unfit([(name, {"place": said[0], "count": number})], described, conversation, schemas, first) == []
         assert unfit([(name, {"place": spelled})], described, conversation, schemas, first) == [name]
+        assert unfit([(name, {"place": said[0], "count": float(number)})], described, conversation, schemas,
+                     [(name, {"place": said[0], "count": number})]) == [name]
+        assert unfit([*first, (name, {"place": spelled})], described, conversation, schemas) == [name]
+        assert unfit([*first, (name, {"place": spelled, "count": number})], described, conversation, schemas) == []
+        # A tool nobody offered, or a call without its required argument, is made of nothing.
+        assert unfit([("nowhere", {"place": said[0]})], {}, conversation, schemas) == ["nowhere"]
+        assert unfit([(name, {"count": number})], described, conversation, schemas) == [name]
+    # A boolean whose key the question says counts as said, but never stands for a call alone.
+    flagged = {"lookup": {"type": "object", "properties": {"city": {"type": "string"}, "detailed": {
+        "type": "boolean"}}, "required": []}}
+    detailed = conversation_text([{"role": "user", "content": "Detailed rain figures for Oslo?"}])
+    for arguments, made in (({"detailed": True}, False), ({"city": "Oslo", "detailed": True}, True),
+                            ({"city": "Oslo", "detailed": False}, True)):
+        assert made_of([("lookup", arguments)], flagged, detailed) is made, arguments
     # The seeds' question and the cases it stands for.
     weather = {"get_weather": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
     oslo = conversation_text([{"role": "user", "content": "Is it raining in Oslo right now?"}])
@@ -1818,10 +1833,11 @@ def test_calibration_judges_a_guess_or_a_stranger_on_the_calls_before_another() 
     judged: list[Any] = []
 
     def unfit_(calls: Any, earlier: Any) -> bool:
-        judged.append(list(calls))
+        judged.append((list(calls), list(earlier)))
         return len(calls) == 1
 
-    assert replay(p, 0.0, 0.5, 0.1, fit=0.9, is_unfit=unfit_) == [] and judged == [second[1:], first]
+    # The further call is judged after the calls it joined; the first ones after none.
+    assert replay(p, 0.0, 0.5, 0.1, fit=0.9, is_unfit=unfit_) == [] and judged == [(second[1:], first), (first, [])]
     assert replay(p, 0.0, 0.5, 0.1, fit=0.4, is_unfit=unfit_) == second
 
 

@@ -95,7 +95,8 @@ class Decisions:
     so far matches (the user's words, a tool's result) get this bonus on their logits, greedy
     and drawn picks (``CopyBias``; backends with ``Capabilities.biases``). ``fit``: under tool_choice "auto", a
     reply calling only tools that nothing in the conversation speaks of (``unfit``: no word of their name
-    or description) and whose call share is under this threshold is answered in text, as a refused guess is
+    or description, and a value the model chose: ``made_of``) and whose call share is under this
+    threshold is answered in text, as a refused guess is
     (a further call, on the share that added it, is left out). ``word``: inside a string, where the
     string so far stops inside a word of the conversation wherever it starts one there ("C" of "C#",
     "Christian" of "Christianity"), the rest of that word gets this bonus (``cut_word``; the
@@ -673,28 +674,47 @@ def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str
     return names
 
 
-def _own_values(arguments: Mapping[str, Any]) -> set[str]:
-    """A call's values that have words of their own (not booleans), compared case- and spacing-blind."""
-    return {_plain(v) if isinstance(v, str) else json.dumps(v, sort_keys=True) for v in arguments.values()
-            if not isinstance(v, bool) and v is not None}
+def _own_values(arguments: Mapping[str, Any]) -> set[Any]:
+    """A call's values that have words of their own (not booleans), each as ``_normal`` compares it."""
+    return {_normal(v) for v in arguments.values() if not isinstance(v, bool) and v is not None}
+
+
+def _normal(value: Any) -> Any:
+    """``value`` compared as said: strings case- and spacing-blind, 100 as 100.0, every item alike."""
+    if isinstance(value, str):
+        return _plain(value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _plain_number(float(value))
+    if isinstance(value, list):
+        return tuple(_normal(v) for v in value)
+    if isinstance(value, dict):
+        return tuple(sorted((k, repr(_normal(v))) for k, v in value.items()))
+    return repr(value)
 
 
 def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str,
             earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> bool:
-    """Whether every value ``calls`` write, required or optional, is said in the conversation in
-    its own words (``_said``: no default the tool states, no piece of a longer word; a boolean only
-    where the words of its key are said), each call with at least one value that is not a boolean
-    and, after ``earlier`` calls, one that none of them used: ``get_weather(city="Oslo")`` for "Is
-    it raining in Oslo right now?", and then ``get_weather(city="Bergen")`` for "... and in Bergen?";
-    not ``draw_circle(radius=5, unit="m")`` for "a width of 5m" (the "m" is a piece of "5m")."""
+    """Whether every value ``calls`` write, required or optional, is said in the conversation
+    (``conversation_text``: every message but the model's own) in its own words (``_said``: no
+    default the tool states, no piece of a shorter word; a boolean only where the words of its key
+    are said), each call to an offered tool with its required arguments, with at least one value
+    that is not a boolean and that no call before it in the reply used (``earlier``, then the
+    ones before it in ``calls``): ``get_weather(city="Oslo")`` for "Is it raining in Oslo right
+    now?", and then ``get_weather(city="Bergen")`` for "... and in Bergen?"; not
+    ``draw_circle(radius=5, unit="m")`` for "a width of 5m" (the "m" is a piece of "5m"), nor
+    ``get_time(zone="Oslo")`` beside ``get_weather(city="Oslo")``."""
     used = set().union(*(_own_values(arguments) for _, arguments in earlier))
     stems = _stems(conversation)
     for name, arguments in calls:
         schema = schemas.get(name)
-        props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
-        props = props if isinstance(props, Mapping) else {}
-        if not _own_values(arguments) - used:
+        if not isinstance(schema, Mapping) or any(key not in arguments for key in schema.get("required", ())):
             return False
+        props = schema.get("properties", {})
+        props = props if isinstance(props, Mapping) else {}
+        own = _own_values(arguments)
+        if not own - used:
+            return False
+        used |= own
         for key, value in arguments.items():
             prop = props.get(key, {})
             said = _said_of(key, stems) if isinstance(value, bool) else \
@@ -705,10 +725,11 @@ def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str
 
 
 def _said(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any]) -> bool:
-    """Whether ``value`` is in the conversation's own words: a number as written (``grounded``
-    reads numbers), a string every word of which begins (``_stem``) as a word of the conversation
-    does or a code that abbreviates some of them, every item of a list or object; never by a
-    default alone."""
+    """Whether ``value`` is in the conversation's own words: a number as ``grounded`` reads
+    numbers (as written, in words up to twelve, with a scale word, a percentage as its fraction), a
+    string every word of which begins (``_stem``, five letters) as a word of the conversation does
+    or a code that abbreviates some of them, every item of a list or object; never by a default
+    alone."""
     if isinstance(value, bool) or value is None:
         return False
     if isinstance(value, int | float):
