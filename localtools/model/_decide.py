@@ -518,20 +518,26 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(_stem(w) for w in _words(text))
 
 
-def _mentioned(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any]) -> bool:
+def _mentioned(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any], *,
+               own_words: bool = False) -> bool:
     """``grounded``, a string every word of which begins (``_stem``) like a word of the
     conversation, a code (``_CODE``) that abbreviates words of it, or a list or object every
-    item of which is mentioned."""
-    if grounded(value, conversation, schema):
+    item of which is mentioned. ``own_words``: only as the conversation says it, never by a
+    default alone nor found inside a longer word (a number still as ``grounded`` reads numbers)."""
+    if own_words:
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return grounded(value, conversation, {})
+    elif grounded(value, conversation, schema):
         return True
     if isinstance(value, list):
         items = schema.get("items", {}) if isinstance(schema, Mapping) else {}
-        return bool(value) and all(_mentioned(v, conversation, stems, items if isinstance(items, Mapping) else {})
-                                   for v in value)
+        return bool(value) and all(_mentioned(v, conversation, stems, items if isinstance(items, Mapping) else {},
+                                              own_words=own_words) for v in value)
     if isinstance(value, dict):
         props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
         props = props if isinstance(props, Mapping) else {}
-        return bool(value) and all(_mentioned(v, conversation, stems, props.get(k, {})) for k, v in value.items())
+        return bool(value) and all(_mentioned(v, conversation, stems, props.get(k, {}), own_words=own_words)
+                                   for k, v in value.items())
     if isinstance(value, str) and _CODE.fullmatch(value.strip()):
         return _abbreviated(value.strip().lower(), _words(conversation))
     words = _words(value) if isinstance(value, str) else []
@@ -695,9 +701,9 @@ def _normal(value: Any) -> Any:
 def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str,
             earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> bool:
     """Whether every value ``calls`` write, required or optional, is said in the conversation
-    (``conversation_text``: every message but the model's own) in its own words (``_said``: no
-    default the tool states, no piece of a shorter word; a boolean only where the words of its key
-    are said), each call to an offered tool with its required arguments, with at least one value
+    (``conversation_text``: every message but the model's own) in its own words (``_mentioned``,
+    ``own_words``: no default the tool states, no piece of a longer word; a boolean only where the
+    words of its key are said), each call to an offered tool with its required arguments, with at least one value
     that is not a boolean and that no call before it in the reply used (``earlier``, then the
     ones before it in ``calls``): ``get_weather(city="Oslo")`` for "Is it raining in Oslo right
     now?", and then ``get_weather(city="Bergen")`` for "... and in Bergen?"; not
@@ -718,36 +724,10 @@ def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str
         for key, value in arguments.items():
             prop = props.get(key, {})
             said = _said_of(key, stems) if isinstance(value, bool) else \
-                _said(value, conversation, stems, prop if isinstance(prop, Mapping) else {})
+                _mentioned(value, conversation, stems, prop if isinstance(prop, Mapping) else {}, own_words=True)
             if not said:
                 return False
     return bool(calls)
-
-
-def _said(value: Any, conversation: str, stems: frozenset[str], schema: Mapping[str, Any]) -> bool:
-    """Whether ``value`` is in the conversation's own words: a number as ``grounded`` reads
-    numbers (as written, in words up to twelve, with a scale word, a percentage as its fraction), a
-    string every word of which begins (``_stem``, five letters) as a word of the conversation does
-    or a code that abbreviates some of them, every item of a list or object; never by a default
-    alone."""
-    if isinstance(value, bool) or value is None:
-        return False
-    if isinstance(value, int | float):
-        return grounded(value, conversation, {})
-    if isinstance(value, str):
-        if _CODE.fullmatch(value.strip()) and _abbreviated(value.strip().lower(), _words(conversation)):
-            return True
-        words = _words(value)
-        return bool(words) and all(_stem(w) in stems for w in words)
-    if isinstance(value, list):
-        items = schema.get("items", {})
-        return bool(value) and all(_said(v, conversation, stems, items if isinstance(items, Mapping) else {})
-                                   for v in value)
-    if isinstance(value, dict):
-        props = schema.get("properties", {})
-        props = props if isinstance(props, Mapping) else {}
-        return bool(value) and all(_said(v, conversation, stems, props.get(k, {})) for k, v in value.items())
-    return False
 
 
 @dataclass(frozen=True)
