@@ -138,10 +138,13 @@ class SchemaViolation(ToolCallParseError):
         self.repairs = repairs
         first = self.violations[0]
         self.tool, self.pointer, self.keyword = first.tool, first.pointer, first.keyword
+        #: Where in the tool's schema (a JSON pointer to the keyword that failed).
+        self.schema_path = getattr(first, "schema_path", "") or "#"
         more = f" (and {len(self.violations) - 1} more)" if len(self.violations) > 1 else ""
-        # Where and which keyword, never the value: the message reaches clients, the value is the model's.
+        # The schema's path and keyword, never the value nor a key the model wrote: the message
+        # reaches clients, what the model wrote is in .raw and .violations.
         super().__init__(f"the call to {first.tool!r} breaks its schema after {repairs} repairs: "
-                         f"{first.pointer or '/'} breaks {first.keyword!r}{more}", raw)
+                         f"{self.schema_path} ({first.keyword!r}){more}", raw)
 
 
 class DisguisedCall(ToolCallParseError):
@@ -191,11 +194,17 @@ class MCPServerError(ToolError):
 
 
 class GenerationTruncated(LocalToolsError):
-    """Generation stopped at ``max_tokens`` in the middle of a tool call."""
+    """Generation stopped at ``max_tokens`` in the middle of a tool call, or a stop string
+    (``stop``, which an engine applied inside the call) ended it there."""
 
-    def __init__(self, max_tokens: int, raw: str) -> None:
+    def __init__(self, max_tokens: int, raw: str, stop: str | None = None) -> None:
         self.max_tokens = max_tokens
         self.raw = raw
+        self.stop = stop
+        if stop is not None:
+            super().__init__(f"a stop string ({len(stop)} characters) ended generation inside a tool call; the call is "
+                             "incomplete and was not run (the reply is in .raw)")
+            return
         super().__init__(
             f"generation hit max_tokens={max_tokens} inside a tool call; the call is incomplete "
             f"and was not run (raise max_tokens; the reply is in .raw)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import random
 import string
+from collections.abc import Sequence
 
 from localtools.grammar import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text
 from localtools.grammar._chars import _class_items, _class_match
@@ -62,24 +63,48 @@ def _char(body: str, rng: random.Random) -> str:
     raise ValueError(f"no character found for [{body}]")
 
 
-def sample(grammar: Grammar, rng: random.Random, *, max_depth: int = 10, max_repeat: int = 3) -> str:
-    """One random string of ``grammar``'s language."""
+def _all_in(item: Expr, piece: str, rules: dict[str, Expr]) -> bool:
+    """Whether every character of ``piece`` is one ``item`` (a character class, or a choice of
+    them and other things, perhaps through a rule) matches on its own."""
+    while isinstance(item, Ref):
+        item = rules[item.name]
+    classes = [item] if isinstance(item, Chars) else [o for o in item.options if isinstance(o, Chars)] \
+        if isinstance(item, Alt) else []
+    return bool(classes) and all(any(_class_match(c.body, ch) for c in classes) for ch in piece)
+
+
+def sample(grammar: Grammar, rng: random.Random, *, max_depth: int = 10, max_repeat: int = 3,
+           pieces: Sequence[str] = (), spans: dict[str, list[tuple[int, int]]] | None = None) -> str:
+    """One random string of ``grammar``'s language.
+
+    ``pieces``: strings written whole, now and then, where a repeated character class admits each
+    of their characters (a family's tags and stop strings inside a JSON string, say). ``spans``:
+    for each rule named in it, where each of its matches begins and ends in the string.
+    """
     g = grammar.lowered()
     shortest = _shortest(g)
     out: list[str] = []
+    length = [0]
+
+    def emit(text: str) -> None:
+        out.append(text)
+        length[0] += len(text)
 
     def size(e: Expr) -> float:
         return _size(e, shortest)
 
     def walk(e: Expr, depth: int) -> None:
         if isinstance(e, Lit):
-            out.append(e.text)
+            emit(e.text)
         elif isinstance(e, Chars):
-            out.append(_char(e.body, rng))
+            emit(_char(e.body, rng))
         elif isinstance(e, Any_):
-            out.append(rng.choice(_ALPHABET))
+            emit(rng.choice(_ALPHABET))
         elif isinstance(e, Ref):
+            began = length[0]
             walk(g.rules[e.name], depth + 1)
+            if spans is not None and e.name in spans:
+                spans[e.name].append((began, length[0]))
         elif isinstance(e, Seq):
             for item in e.items:
                 walk(item, depth)
@@ -92,7 +117,14 @@ def sample(grammar: Grammar, rng: random.Random, *, max_depth: int = 10, max_rep
         elif isinstance(e, Repeat):
             high = e.min if depth >= max_depth else min(e.max if e.max is not None else e.min + max_repeat,
                                                           e.min + max_repeat)
-            for _ in range(rng.randint(e.min, max(e.min, high))):
+            count = rng.randint(e.min, max(e.min, high))
+            fits = [p for p in pieces if (e.max is None or len(p) <= e.max) and _all_in(e.item, p, g.rules)] if pieces else []
+            if fits and rng.random() < 0.5:
+                piece = rng.choice(fits)
+                emit(piece)
+                count = max(e.min - len(piece), rng.randint(0, 2)) if e.max is None else \
+                    min(e.max - len(piece), max(e.min - len(piece), rng.randint(0, 2)))
+            for _ in range(count):
                 walk(e.item, depth)
         elif isinstance(e, Text):
             raise TypeError("lower the grammar first")

@@ -222,18 +222,19 @@ def test_the_bench_counts_disguises_caught() -> None:
     assert row["disguises_caught"] == 1 and row["disguised_calls"] == 0
 
 
-@pytest.mark.parametrize(("reply", "where"), [
-    ('<tool_call>\n{"name": "f", "arguments": {"x": 1e999}}\n</tool_call>', "/x is a number out of a double"),
-    ('<tool_call>\n{"name": "f", "arguments": {"k": "\\ud800"}}\n</tool_call>', "/k holds a lone surrogate"),
-    ('<tool_call>\n{"name": "f", "arguments": {"a": [{"\\udc00": 1}]}}\n</tool_call>', "/a/0/\\udc00 holds a lone"),
+@pytest.mark.parametrize(("reply", "what", "key"), [
+    ('<tool_call>\n{"name": "f", "arguments": {"xkey": 1e999}}\n</tool_call>', "a number out of a double", "xkey"),
+    ('<tool_call>\n{"name": "f", "arguments": {"kkey": "\\ud800"}}\n</tool_call>', "a lone surrogate", "kkey"),
+    ('<tool_call>\n{"name": "f", "arguments": {"akey": [{"\\udc00": 1}]}}\n</tool_call>', "a lone surrogate", "akey"),
 ])
-def test_free_output_that_is_no_json_is_a_typed_error_naming_where(reply: str, where: str) -> None:
+def test_free_output_that_is_no_json_is_a_typed_error_naming_what(reply: str, what: str, key: str) -> None:
     from localtools import ToolCallParseError
 
     tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
     with pytest.raises(ToolCallParseError, match="not JSON a client can read") as caught:
         Model(ScriptedBackend([reply]), family="qwen2.5").chat(ASK, [tool], constrained=False)
-    assert where in str(caught.value)
+    # What, never where: the keys are the model's own words.
+    assert what in str(caught.value) and key not in str(caught.value)
     str(caught.value).encode("utf-8")  # the message itself is sendable
 
 

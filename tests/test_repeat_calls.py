@@ -128,3 +128,57 @@ def test_a_call_written_as_text_with_no_reply_after_it_or_other_arguments_is_no_
     model = Model(ScriptedBackend([CALL.format("cust-1002")]), family="qwen2.5")
     result = model.chat(text_history(written, "cust-1001"), [get_customer])
     assert [c.arguments for c in result.tool_calls] == [{"customer_id": "cust-1002"}] and result.schema_repairs == 0
+
+
+#: Each way qwen2.5's grammar writes the repeated call: tagged, fenced, bare.
+FORMS = [CALL, '```json\n{{"name": "get_customer", "arguments": {{"customer_id": "{}"}}}}\n```',
+         '{{"name": "get_customer", "arguments": {{"customer_id": "{}"}}}}']
+FINAL = {"type": "function", "function": {"name": "final_answer", "description": "Give the final answer.", "parameters": {
+    "type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}}}
+FINAL_CALL = '<tool_call>\n{"name": "final_answer", "arguments": {"answer": "pro"}}\n</tool_call>'
+
+
+@pytest.mark.parametrize("form", range(len(FORMS)))
+@pytest.mark.parametrize("family", ["qwen2.5", "chatml", "smollm2"])
+def test_under_auto_a_model_that_keeps_repeating_ends_in_its_own_answer(form: int, family: str) -> None:
+    repeat = FORMS[form].format("cust-1001")
+    model = Model(ScriptedBackend([repeat] * 3 + ["The plan is pro."]), family=family)
+    result = model.chat(history(), [get_customer])
+    assert result.tool_calls == [] and result.content == "The plan is pro." and result.schema_repairs == 2
+    assert [d.point for d in result.decisions if d.point == "repeat"] == ["repeat"]
+    # The answer was decoded under the text branch alone, after reading why the repeat was refused.
+    last = model.backend.grammars[-1]  # type: ignore[attr-defined]
+    assert last is not None and "calls" not in last.rules
+    assert "already made" in "".join(t for t, _ in model.backend.prompts[-1].segments)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("form", range(len(FORMS)))
+def test_a_repeat_beside_a_new_call_leaves_the_new_call(form: int) -> None:
+    both = FORMS[form].format("cust-1001") + "\n" + CALL.format("cust-1002")
+    model = Model(ScriptedBackend([both] * 3), family="qwen2.5")
+    result = model.chat(history(), [get_customer])
+    assert [c.arguments for c in result.tool_calls] == [{"customer_id": "cust-1002"}]
+    assert result.schema_repairs == 2
+
+
+@pytest.mark.parametrize("form", range(len(FORMS)))
+def test_under_required_the_turn_ends_in_a_call_to_another_tool(form: int) -> None:
+    """smolagents asks for a call every step (required) and ends with its final_answer tool."""
+    repeat = FORMS[form].format("cust-1001")
+    model = Model(ScriptedBackend([repeat] * 3 + [FINAL_CALL]), family="qwen2.5")
+    result = model.chat(history(), [get_customer, FINAL], tool_choice="required")
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("final_answer", {"answer": "pro"})]
+    last = model.backend.grammars[-1]  # type: ignore[attr-defined]
+    from localtools.grammar import matches
+    assert last is not None and not matches(last, repeat) and matches(last, FINAL_CALL)
+
+
+def test_over_the_server_a_required_client_gets_its_final_answer_not_a_422() -> None:
+    from test_serve import app_with, post
+
+    app, _ = app_with([CALL.format("cust-1001")] * 3 + [FINAL_CALL])
+    tools = [{"type": "function", "function": get_customer.spec()["function"]}, FINAL]
+    res = post(app, {"messages": history(), "tools": tools, "tool_choice": "required"})
+    assert res.status_code == 200, res.text
+    calls = res.json()["choices"][0]["message"]["tool_calls"]
+    assert [c["function"]["name"] for c in calls] == ["final_answer"]

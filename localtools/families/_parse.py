@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .._errors import ToolCallParseError
-from ..grammar._check import pointer, unsendable
+from ..grammar._check import unsendable
 from ._families import CallStyle, Family
 
 __all__ = ["ARGUMENT_KEYS", "BARE_CALL_OPENING", "NAME_KEYS", "ParsedReply", "ToolCall", "call_key", "decode_arguments",
@@ -82,13 +82,11 @@ class ParsedReply:
 
 
 def not_json(value: Any) -> str | None:
-    """Where ``value`` first holds what JSON cannot carry (a number that overflowed a double, a
-    lone surrogate that is no UTF-8) and what, or ``None``: such arguments would leave as
-    ``Infinity`` (no JSON) or break the encoder. Says where, never the value."""
-    for path, kind, _ in unsendable(value):
-        where = pointer(path) or "/"
-        return f"{where} is a number out of a double's range" if kind == "number" else \
-            f"{where} holds a lone surrogate (not Unicode text)"
+    """What ``value`` first holds that JSON cannot carry (a number that overflowed a double, a
+    lone surrogate that is no UTF-8), or ``None``: such arguments would leave as ``Infinity`` (no
+    JSON) or break the encoder. Says what, never where (a key the model wrote) nor the value."""
+    for _, kind, _ in unsendable(value):
+        return "a number out of a double's range" if kind == "number" else "a lone surrogate (not Unicode text)"
     return None
 
 
@@ -107,9 +105,9 @@ def _call_from(obj: Any, family: Family, raw: str) -> ToolCall | None:
         try:
             args = json.loads(args) if args.strip() else {}
         except json.JSONDecodeError:
-            raise ToolCallParseError(f"the arguments of {name!r} are a string that is not JSON", raw) from None
+            raise ToolCallParseError("a call's arguments are a string that is not JSON", raw) from None
     if not isinstance(args, dict):
-        raise ToolCallParseError(f"the arguments of {name!r} must be a JSON object, got {type(args).__name__}", raw)
+        raise ToolCallParseError(f"a call's arguments must be a JSON object, got {type(args).__name__}", raw)
     call_id = obj.get("id") if isinstance(obj.get("id"), str) and obj.get("id") else new_call_id(family.id)
     return ToolCall(id=str(call_id), name=name, arguments=args)
 
@@ -124,54 +122,71 @@ def _calls_from(value: Any, family: Family, raw: str) -> list[ToolCall] | None:
 
 def _scan_json(text: str, family: Family, raw: str) -> tuple[list[ToolCall], str]:
     """Find call-shaped JSON values in free text (fenced or bare); return them and the rest."""
-    located, rest = _scan_json_located(text, family, raw)
-    return [call for _, call in sorted(located, key=lambda item: item[0])], rest
+    located, rest = _read_calls(text, family, raw, tagged=False, bare=True)
+    return [call for _, call in located], rest
 
 
-def _scan_json_located(text: str, family: Family, raw: str) -> tuple[list[tuple[int, ToolCall]], str]:
-    """``_scan_json``, each call with where it began in ``text`` (to sort calls found by
-    different passes into the order they were written)."""
+_FENCE_OPEN = re.compile(r"```[a-zA-Z_]*[ \t]*\n?\s*")
+
+
+def _fenced_value(text: str, at: int) -> tuple[Any, int] | None:
+    """The JSON value fenced at ``at`` (```json ... ```) and where the fence closes, or ``None``.
+    The value is read before the closing fence is looked for: a string in it may hold one."""
+    opening = _FENCE_OPEN.match(text, at)
+    if opening is None:
+        return None
+    try:
+        value, j = _DECODER.raw_decode(text, opening.end())
+    except (ValueError, RecursionError):
+        return None
+    while j < len(text) and text[j].isspace():
+        j += 1
+    return (value, j + 3) if text.startswith("```", j) else None
+
+
+def _read_calls(text: str, family: Family, raw: str, *, tagged: bool, bare: bool
+                ) -> tuple[list[tuple[int, ToolCall]], str]:
+    """Calls read left to right, each with where it began in ``text``, and the text around them.
+
+    One pass, as the grammar reads a reply: a call's JSON is read whole before anything after it
+    is looked at, so a tag, a fence or a bracket inside one of its strings is part of the string,
+    never the start or the end of another call (``tagged``: the family's tagged blocks; ``bare``:
+    fenced and bare JSON calls too).
+    """
     located: list[tuple[int, ToolCall]] = []
-    kept: list[str] = []
-    fenced: list[tuple[int, int]] = []  # (where in the text left, length) of each block cut
-    pos = 0
-    # Fenced blocks first: their content is either calls or ordinary code the user should keep.
-    for m in _FENCE.finditer(text):
-        inner = m.group(1).strip()
-        try:
-            value = json.loads(inner)
-        except json.JSONDecodeError:
-            continue
-        found = _calls_from(value, family, raw)
-        if found:
-            kept.append(text[pos : m.start()])
-            located += [(m.start(), c) for c in found]
-            fenced.append((sum(map(len, kept)), m.end() - m.start()))
-            pos = m.end()
-    kept.append(text[pos:])
-    text = "".join(kept)
     out: list[str] = []
+    start = family.call_start if tagged else ""
     i = 0
     while i < len(text):
-        ch = text[i]
-        if ch in "{[":
+        if start and text.startswith(start, i):
+            value, end = _tagged_value(text, i, family, raw)
+            found = _calls_from(value, family, raw)
+            if not found:
+                raise ToolCallParseError(
+                    f"a {family.call_start} block is not a call (expected name and {family.args_key})", raw)
+            located += [(i, c) for c in found]
+            i = end
+            continue
+        if bare and text.startswith("```", i):
+            fenced = _fenced_value(text, i)
+            found = _calls_from(fenced[0], family, raw) if fenced is not None else None
+            if fenced is not None and found:
+                located += [(i, c) for c in found]
+                i = fenced[1]
+                continue
+        if bare and text[i] in "{[":
             try:
                 value, end = _DECODER.raw_decode(text, i)
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):
                 value, end = None, i
             found = _calls_from(value, family, raw) if end > i else None
             if found:
-                located += [(_uncut(i, fenced), c) for c in found]
+                located += [(i, c) for c in found]
                 i = end
                 continue
-        out.append(ch)
+        out.append(text[i])
         i += 1
     return located, "".join(out)
-
-
-def _uncut(at: int, cuts: list[tuple[int, int]]) -> int:
-    """Where position ``at`` of a text with ``cuts`` taken out stood before (text at a cut came after it)."""
-    return at + sum(length for where, length in cuts if where <= at)
 
 
 def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, int]:
@@ -185,18 +200,23 @@ def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, in
     while i < len(text) and text[i].isspace():
         i += 1
     if text.startswith("```", i):  # free decoding fences the JSON now and then
-        close = text.find(end, i)
-        stop = len(text) if close < 0 else close
-        fenced = _FENCE.fullmatch(text[i:stop].strip())
-        body, after = (fenced.group(1) if fenced else text[i:stop]), (stop if close < 0 else close + len(end))
-        try:
-            return json.loads(body), after
-        except json.JSONDecodeError as exc:
-            raise ToolCallParseError(f"a {start} block does not hold valid JSON ({exc.msg})", raw) from None
+        fenced = _fenced_value(text, i)
+        if fenced is None:
+            raise ToolCallParseError(f"a {start} block does not hold valid JSON in its fence", raw)
+        value, j = fenced
+        while j < len(text) and text[j].isspace():
+            j += 1
+        if text.startswith(end, j):
+            return value, j + len(end)
+        if j == len(text):
+            return value, j
+        raise ToolCallParseError(f"a {start} block holds more than its fenced JSON before {end}", raw)
     try:
         value, j = _DECODER.raw_decode(text, i)
     except json.JSONDecodeError as exc:
         raise ToolCallParseError(f"a {start} block does not hold valid JSON ({exc.msg})", raw) from None
+    except RecursionError:
+        raise ToolCallParseError(f"a {start} block nests its JSON too deep to read", raw) from None
     while j < len(text) and text[j].isspace():
         j += 1
     if text.startswith(end, j):
@@ -204,23 +224,6 @@ def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, in
     if j == len(text):  # a final tag left open at the end of the output still counts
         return value, j
     raise ToolCallParseError(f"a {start} block holds more than one JSON value before {end}", raw)
-
-
-def _tagged_calls(text: str, family: Family, raw: str) -> tuple[list[tuple[int, ToolCall]], str]:
-    """Calls in the family's tags, each with where it stood in the text around them, and that text."""
-    calls: list[tuple[int, ToolCall]] = []
-    kept: list[str] = []
-    pos = 0
-    while (at := text.find(family.call_start, pos)) >= 0:
-        kept.append(text[pos:at])
-        value, pos = _tagged_value(text, at, family, raw)
-        found = _calls_from(value, family, raw)
-        if not found:
-            raise ToolCallParseError(
-                f"a {family.call_start} block is not a call (expected name and {family.args_key})", raw)
-        calls += [(sum(map(len, kept)), c) for c in found]
-    kept.append(text[pos:])
-    return calls, "".join(kept)
 
 
 #: Keys a call object names its tool with, and keys it holds the arguments in. A pair of the first
@@ -260,10 +263,100 @@ def _named_call(item: Any, tool_names: Collection[str] | None) -> tuple[str, dic
     if (tool_names is not None or not strict) and name not in (tool_names or ()):
         return None
     # A tool's schema echoed back ({"name": ..., "description": ..., "parameters": {"type": "object", ...}})
-    # names a tool too, but calls nothing.
-    if "description" in fn or ("properties" in args and args.get("type") == "object"):
+    # names a tool too, but calls nothing: told by its arguments being a schema, not by its keys.
+    if _is_schema(args):
         return None
     return name, args
+
+
+_SCHEMA_WORDS = frozenset({"type", "properties", "required", "additionalProperties", "description", "title", "$schema",
+                           "$defs", "definitions", "$ref", "patternProperties", "minProperties", "maxProperties",
+                           "anyOf", "oneOf", "allOf", "default", "examples", "propertyNames", "$id", "$comment"})
+
+
+def _is_schema(value: dict[str, Any]) -> bool:
+    """Whether ``value`` is an object schema (what a tool's ``parameters`` hold), not arguments."""
+    return (value.get("type") == "object" or isinstance(value.get("properties"), dict)) and set(value) <= _SCHEMA_WORDS
+
+
+def _keyed_call(item: Any, names: Collection[str]) -> tuple[str, dict[str, Any]] | None:
+    """``{"get_weather": {"city": "Paris"}}``: an offered tool's name as the one key, its arguments
+    as the value."""
+    if not isinstance(item, dict) or len(item) != 1:
+        return None
+    (name, args), = item.items()
+    if name not in names or not isinstance(args, dict) or _is_schema(args):
+        return None
+    return name, args
+
+
+#: ReAct's spelling of a call: ``Action: get_weather`` then ``Action Input: {...}``.
+_REACT = re.compile(r"Action\s*:\s*`?([^\s`]+)`?[ \t]*\r?\n\s*Action[ _]Input\s*:\s*", re.IGNORECASE)
+
+
+def _spelled_calls(text: str, names: Collection[str]) -> list[tuple[int, int, str, dict[str, Any]]]:
+    """Calls to an offered tool spelled as code or as ReAct writes them, not as JSON objects:
+    ``get_weather(city="Paris")`` (literal arguments, at least one), ``Action: get_weather`` /
+    ``Action Input: {...}``. Each with where it begins and ends. A tool named in prose
+    (``get_weather()``, ``get_weather(city)``) calls nothing."""
+    found: list[tuple[int, int, str, dict[str, Any]]] = []
+    if not names:
+        return found
+    ends = _closing_parens(text) if "(" in text else {}
+    pattern = re.compile(r"(?<![\w.])(" + "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+                         + r")\s*\(")
+    for m in pattern.finditer(text):
+        end = ends.get(m.end() - 1)
+        args = _literal_call(text[m.start():end]) if end is not None else None
+        if args is not None:
+            found.append((m.start(), end or m.end(), m.group(1), args))
+    for m in _REACT.finditer(text):
+        if m.group(1) not in names:
+            continue
+        read = _read_value(text, m.end(), _closing(text), [_LITERAL_BUDGET]) if text[m.end():m.end() + 1] in "{[" \
+            else None
+        args = read[0] if read is not None and isinstance(read[0], dict) else {}
+        found.append((m.start(), read[1] if read is not None else m.end(), m.group(1), args))
+    return sorted(found)
+
+
+def _closing_parens(text: str) -> dict[int, int]:
+    """Where each "(" in ``text`` closes (past it), strings in either quote read as strings."""
+    ends: dict[int, int] = {}
+    stack: list[int] = []
+    quote, k = "", 0
+    while k < len(text):
+        ch = text[k]
+        if quote:
+            if ch == "\\":
+                k += 1
+            elif ch == quote:
+                quote = ""
+        elif ch in "\"'":
+            quote = ch
+        elif ch == "(":
+            stack.append(k)
+        elif ch == ")" and stack:
+            ends[stack.pop()] = k + 1
+        k += 1
+    return ends
+
+
+def _literal_call(code: str) -> dict[str, Any] | None:
+    """The keyword arguments of a call expression whose arguments are all literals, at least one."""
+    if len(code) > _LITERAL_BUDGET:
+        return None
+    try:
+        tree = ast.parse(code, mode="eval").body
+    except (SyntaxError, ValueError, MemoryError, RecursionError):
+        return None
+    if not isinstance(tree, ast.Call) or not (tree.args or tree.keywords) or any(k.arg is None for k in tree.keywords):
+        return None
+    try:
+        [ast.literal_eval(a) for a in tree.args]
+        return {str(k.arg): ast.literal_eval(k.value) for k in tree.keywords}
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return None
 
 
 _NAME_KEY = "|".join(sorted(NAME_KEYS))
@@ -340,8 +433,16 @@ def _disguises(text: str, tool_names: Collection[str] | None, offered: Collectio
                ) -> Iterator[tuple[int, str, dict[str, Any]]]:
     ends = _closing(text) if "{" in text or "[" in text else {}
     budget = [_LITERAL_BUDGET]
+    spelled = _spelled_calls(text, tool_names if tool_names is not None else offered)
     i = 0
     while i < len(text):
+        while spelled and spelled[0][0] < i:
+            spelled.pop(0)
+        if spelled and spelled[0][0] == i:
+            _, end, spelled_name, spelled_args = spelled.pop(0)
+            yield i, spelled_name, spelled_args
+            i = end
+            continue
         if text[i] in "{[":
             read = _read_value(text, i, ends, budget)
             if read is None:
@@ -366,10 +467,11 @@ def _disguises(text: str, tool_names: Collection[str] | None, offered: Collectio
 
 def _read_call(item: Any, tool_names: Collection[str] | None, offered: Collection[str]) -> tuple[str, dict[str, Any]] | None:
     if tool_names is not None:
-        return _named_call(item, tool_names)
-    # Whatever the name under a call object's own keys; looser keys only to an offered tool.
+        return _named_call(item, tool_names) or _keyed_call(item, tool_names)
+    # Whatever the name under a call object's own keys; looser keys and a tool's name as the key
+    # only to an offered tool.
     strict = _named_call(item, None)
-    return strict if strict is not None or not offered else _named_call(item, offered)
+    return strict if strict is not None or not offered else _named_call(item, offered) or _keyed_call(item, offered)
 
 
 def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: str
@@ -400,11 +502,12 @@ def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: s
             name = head.group("name") if "name" in head.groupdict() else json.loads(head.group("qname"))
             try:
                 args, pos = read_args(family.args_syntax, text, head.end(), schemas.get(name), family.arg_tags)
-            except (ValueError, json.JSONDecodeError) as exc:
-                raise ToolCallParseError(f"the arguments of {name!r} do not parse: {exc}", raw) from None
+            except (ValueError, json.JSONDecodeError):
+                raise ToolCallParseError(f"the arguments of {_named(name, schemas)} do not parse", raw) from None
             tail = shape.tail.match(text, pos)
             if tail is None:
-                raise ToolCallParseError(f"the call to {name!r} is not closed as its family closes calls", raw)
+                raise ToolCallParseError(f"the call to {_named(name, schemas)} is not closed as its family closes calls",
+                                         raw)
             call_id = head.groupdict().get("id") or new_call_id(family.id)
             calls.append((sum(map(len, kept)), ToolCall(id=call_id, name=name, arguments=args)))
             pos, found = _skip_glue(text, tail.end(), shape.glue), True
@@ -412,6 +515,11 @@ def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: s
             raise ToolCallParseError(f"{start!r} is not followed by a call", raw)
     kept.append(text[pos:])
     return calls, "".join(kept)
+
+
+def _named(name: str, schemas: Mapping[str, Any]) -> str:
+    """A tool as an error names it: by name when it is offered, never a name the model made up."""
+    return repr(name) if name in schemas else "a tool that is not offered"
 
 
 def _skip_glue(text: str, pos: int, glue: tuple[str, ...]) -> int:
@@ -431,6 +539,12 @@ def _strip_stops(text: str, family: Family) -> str:
     return text
 
 
+def _strip_leading(text: str, strings: Collection[str]) -> str:
+    while strings and (lead := next((s for s in strings if text.lstrip().startswith(s)), None)) is not None:
+        text = text.lstrip()[len(lead):]
+    return text
+
+
 def parse_reply(text: str, family: Family, *, tolerant: bool = True,
                 call_openings: Collection[str] | None = None, schemas: Mapping[str, Any] | None = None) -> ParsedReply:
     """Split model output into content and calls.
@@ -446,40 +560,33 @@ def parse_reply(text: str, family: Family, *, tolerant: bool = True,
     if family.reply_opening and not text.startswith(family.reply_opening):
         text = family.reply_opening + text
     text = _strip_stops(text, family)
-    for extra in family.strip:
-        text = text.replace(extra, "")
+    # What the family's models write around a reply (Llama's <|python_tag|>) goes before the
+    # reading; the same string inside an argument is the argument's.
+    text = _strip_leading(text, family.strip)
     start = family.call_start
-    # Each call with where it stood once the family's own syntax is cut from the text.
-    calls: list[tuple[int, ToolCall]] = []
-    if family.call_style is CallStyle.TAGGED:
-        calls, text = _tagged_calls(text, family, raw)
-    elif family.call_style is CallStyle.MARKER:
-        # A marker followed by a JSON list of calls (Mistral's [TOOL_CALLS] [...]).
-        idx = text.find(start)
-        if idx >= 0:
-            rest = text[idx + len(start) :].lstrip()
-            try:
-                value, used = _DECODER.raw_decode(rest)
-            except json.JSONDecodeError as exc:
-                raise ToolCallParseError(f"{start} is not followed by valid JSON ({exc.msg})", raw) from None
-            found = _calls_from(value, family, raw)
-            if not found:
-                raise ToolCallParseError(f"{start} is not followed by calls", raw)
-            calls += [(idx, c) for c in found]
-            text = text[:idx] + rest[used:]
-    elif family.call_style is CallStyle.PATTERN:
-        calls, text = _pattern_calls(text, family, schemas or {}, raw)
-    # Each call by where it stood in the text once the family's own syntax was cut out of it, and
-    # its pass: a block cut at a position came before the text that now stands there.
-    located = [((at, 0), c) for at, c in calls]
     # Under the grammar a reply that opens like a bare call to a given tool is one; anything else
     # that opens with "{" took the text branch (an echoed JSON result, or a "call" to a tool that
     # does not exist) and is the answer as written.
-    if tolerant or text.startswith(tuple(call_openings) if call_openings is not None else BARE_CALL_OPENING):
-        more, text = _scan_json_located(text, family, raw)
-        located += [((at, 1), c) for at, c in more]
+    bare = tolerant or text.startswith(tuple(call_openings) if call_openings is not None else BARE_CALL_OPENING)
+    if family.call_style in (CallStyle.TAGGED, CallStyle.MARKER):
+        # A tag around each call, or a marker before a JSON list of them (Mistral's [TOOL_CALLS]
+        # [...]): one left-to-right reading with the bare forms, each call's JSON read whole.
+        located, text = _read_calls(text, family, raw, tagged=True, bare=bare)
+    else:
+        calls: list[tuple[int, ToolCall]] = []
+        if family.call_style is CallStyle.PATTERN:
+            calls, text = _pattern_calls(text, family, schemas or {}, raw)
+        # A pattern's calls were cut from the text before the JSON is read: each by where it
+        # stood once cut, and its pass (a block cut at a position came before the text there now).
+        found = [((at, 0), c) for at, c in calls]
+        if bare:
+            more, text = _read_calls(text, family, raw, tagged=False, bare=True)
+            found += [((at, 1), c) for at, c in more]
+        located = [(n, c) for n, (_, c) in enumerate(sorted(found, key=lambda item: item[0]))]
+    for extra in family.strip:
+        text = text.replace(extra, "")
     # The calls in the order they were written, whichever pass found them.
-    tool_calls = [c for _, c in sorted(located, key=lambda item: item[0])]
+    tool_calls = [c for _, c in located]
     content = re.sub(r"\n{3,}", "\n\n", text).strip()
     if start and start in content:
         raise ToolCallParseError(f"the output starts a call with {start!r} that could not be parsed", raw)

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from .._errors import UsageError
+from .._errors import ToolCallParseError, UsageError
 from ..grammar import (
     MAX_PARALLEL_CALLS,
     Chars,
@@ -173,13 +173,17 @@ class ReplyFormat:
         if matches(Grammar(rules, "calls"), raw):
             return "", raw
         text = rules.get("text")
-        if not isinstance(text, Text) or matches(Grammar(rules, "text"), raw):
+        if text is not None and matches(Grammar(rules, "text"), raw):
             return None
-        # Text never holds a marked form's opening, so the first one is where the calls begin.
-        found = [i for m in text.markers if (i := raw.find(m)) >= 0]
-        if not found or not matches(grammar, raw):
-            return None
-        return raw[: min(found)], raw[min(found):]
+        node = _text_node(grammar)
+        if node is not None:
+            # Text never holds a marked form's opening, so the first one is where the calls begin.
+            found = [i for m in node.markers if (i := raw.find(m)) >= 0]
+            if found and matches(grammar, raw):
+                return raw[: min(found)], raw[min(found):]
+        # Outside the grammar's language: a reply cut inside a call (by a stop string, an engine),
+        # never a text answer: what it holds may be a call.
+        raise ToolCallParseError("the reply stopped inside a call: it is not whole in its grammar", raw)
 
     def cut_inside_call(self, raw: str) -> bool:
         """Whether a reply that ``max_tokens`` ended stopped inside a call (not inside reasoning:
@@ -198,8 +202,9 @@ class ReplyFormat:
         answer stays as written, whatever JSON it quotes; calls in any of the family's forms
         (tagged, fenced, bare, a list; any layout), perhaps after text, are read by the tolerant
         parser."""
-        reasoning, raw, _ = self.split_reasoning(raw)
-        split = self.split(raw)
+        reasoning, raw, closed = self.split_reasoning(raw)
+        # A thought cut before it ended has no answer yet; an empty answer holds no call.
+        split = self.split(raw) if closed and raw.strip() else None
         if split is None:
             return ParsedReply(content=self._text(raw), reasoning=reasoning or "")
         parsed = parse_reply(split[1], self.family, tolerant=True, schemas=self.schemas)
@@ -255,6 +260,7 @@ def reply_format(
                              f"{', '.join(names) or '(none)'}")
         choice, offered = "required", (tool_choice,)
     text_only = not names or choice == "none"
+    family_stop = () if constrained else family.stop
     return ReplyFormat(
         family=family,
         tool_choice=choice,
@@ -262,8 +268,10 @@ def reply_format(
         grammar=grammar,
         call_openings=call_openings(family, [t for t in tools if t["function"]["name"] in offered]),
         # The request's stop strings end a text answer; they never cut a call or the reasoning
-        # (they are applied to the answer after parsing).
-        stop=(*family.stop, *stop) if text_only and not reasoning else family.stop,
+        # (they are applied to the answer after parsing). Under a grammar the family's do not
+        # apply either: a text answer never holds one (the grammar bars them) and the grammar
+        # ends each call; in a call they are an argument's characters ("a<|im_end|>b").
+        stop=(*family_stop, *stop) if text_only and not reasoning else family_stop,
         schemas={t["function"]["name"]: t["function"].get("parameters") or {} for t in tools},
         reasoning=reasoning,
         answer_grammar=answer,

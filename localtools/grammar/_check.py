@@ -41,6 +41,9 @@ class Violation:
     #: The schema keyword that failed ("maximum", "pattern", "format", ...).
     keyword: str
     message: str
+    #: JSON pointer into the tool's schema, to the keyword that failed: names only what the
+    #: schema says (the client's), never a key the model wrote; errors a client reads use it.
+    schema_path: str = ""
 
     def __str__(self) -> str:
         return f"{self.tool}: {self.pointer or '/'} breaks {self.keyword!r}: {self.message}"
@@ -242,10 +245,10 @@ def violations(tool: str, parameters: Mapping[str, Any], arguments: Any) -> list
     validator, originals = _validator(json.dumps(parameters, sort_keys=True))
     broken = sorted(unsendable(arguments), key=lambda v: [str(p) for p in v[0]])
     if broken:
-        return [Violation(tool, pointer(path), "type", _NOT_JSON[kind].format(bad)) for path, kind, bad in broken]
+        return [Violation(tool, pointer(path), "type", _NOT_JSON[kind].format(bad), "#") for path, kind, bad in broken]
     errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
-    return [Violation(tool, pointer(e.absolute_path), str(e.validator), _message(e.message, originals))
-            for e in errors]
+    return [Violation(tool, pointer(e.absolute_path), str(e.validator), _message(e.message, originals),
+                      "#" + pointer(e.absolute_schema_path)) for e in errors]
 
 
 def _message(message: str, originals: tuple[tuple[str, str], ...]) -> str:

@@ -70,6 +70,10 @@ class DecisionPoint(StrEnum):
     #: Under tool_choice "auto", a text answer to the user's request: the turn decoded again as a
     #: call, taken when the call is the request in its own words (``Grounds.holds``).
     HELD = "held"
+    #: A call already made and answered (its result is in the conversation), still written after
+    #: the repairs: left out, the turn ends in the reply's other calls or, under "auto", in the
+    #: model's answer under the text branch (``calls``: how many were left out).
+    REPEAT = "repeat"
 
 
 @dataclass(frozen=True)

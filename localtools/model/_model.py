@@ -482,8 +482,9 @@ class Model:
             free = self._turn(messages, specs, **options)  # free output is the model's own, for comparing
             # Unchecked, yet only JSON leaves: a constrained call's check says the same and has it repaired.
             for call in free.tool_calls:
-                if (where := not_json(call.arguments)) is not None:
-                    raise ToolCallParseError(f"the arguments of {call.name!r} are not JSON a client can read: {where}",
+                if (what := not_json(call.arguments)) is not None:
+                    # Neither the name nor the keys: free output's are the model's own words.
+                    raise ToolCallParseError(f"a call's arguments are not JSON a client can read: they hold {what}",
                                              free.raw)
             return free
         schemas = {s["function"]["name"]: s["function"].get("parameters") or {} for s in specs}
@@ -508,9 +509,11 @@ class Model:
         repairs = disguises = 0
         while True:
             result = self._turn(history, specs, check=checked, bars=bars, **{**options, "tool_choice": choice})
-            # A structured answer is JSON of the asked shape, read as JSON, never for calls.
-            disguise = first_disguise(result.content, offered) \
-                if choice == "auto" and specs and answer_schema is None else None
+            disguise = first_disguise(result.content, offered) if choice == "auto" and specs else None
+            if answer_schema is not None and disguise is not None and disguise[1] not in offered:
+                # A structured answer is JSON of the asked shape: only a call to an offered tool in
+                # it is a call in disguise, not JSON that happens to have a "name" key.
+                disguise = None
             if disguise is not None:
                 # A text that reads as a call is no answer (nor a preamble to real calls): a call
                 # nothing checked, decoded again.
@@ -522,8 +525,10 @@ class Model:
                 if on_event is not None:
                     on_event(DisguiseCaught(disguises, name if name in offered else ""))
                 overruled = any(d.point is DecisionPoint.CALL and not d.taken for d in result.decisions)
-                if disguise_retry is DisguiseRetry.REQUIRED or (overruled and name in offered):
-                    # Decided against a call on its share, the model wrote one to an offered tool anyway.
+                if disguise_retry is DisguiseRetry.REQUIRED or (overruled and name in offered) or \
+                        answer_schema is not None:
+                    # Decided against a call on its share, the model wrote one to an offered tool
+                    # anyway; or the structured answer, which has no text to bar, was that call.
                     choice = "required"
                 else:
                     bars = (*bars, result.content[: at + 1])
@@ -536,6 +541,12 @@ class Model:
                 return replace(result, schema_repairs=repairs, disguise_retries=disguises) if repairs or disguises \
                     else result
             if repairs == schema_retries:
+                if all(v.keyword == REPEAT for v in bad):
+                    # A repeat is refused by the conversation, not by the schema: the turn ends in
+                    # what the model can still do, never in an error to the client.
+                    ended = self._without_repeats(result, found, history, specs, checked, bars, options, choice)
+                    if ended is not None:
+                        return replace(ended, schema_repairs=repairs, disguise_retries=disguises)
                 raise SchemaViolation(bad, result.raw, repairs)
             repairs += 1
             if on_event is not None:
@@ -547,6 +558,33 @@ class Model:
             # The model reads what was wrong as each call's own result, as it would a tool's error.
             history += [result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(each)}
                                             for call, each in zip(result.tool_calls, found, strict=True))]
+
+    def _without_repeats(self, result: ChatResult, found: list[list[Violation]], history: list[dict[str, Any]],
+                         specs: list[dict[str, Any]], checked: TurnCheck, bars: tuple[str, ...],
+                         options: dict[str, Any], tool_choice: ToolChoice) -> ChatResult | None:
+        """The turn without the calls that only repeat answered ones: the reply's other calls, or
+        under "auto", the model's answer under the text branch (it has read why each repeat was
+        refused); ``None`` where the turn must call and every call was a repeat."""
+        kept = [call for call, each in zip(result.tool_calls, found, strict=True) if not each]
+        left_out = Decision(DecisionPoint.REPEAT, None, None, True, calls=len(result.tool_calls) - len(kept))
+        if kept:
+            return replace(result, tool_calls=kept, decisions=(*result.decisions, left_out))
+        told = [*history, result.message(), *({"role": "tool", "tool_call_id": call.id, "content": _violation_text(each)}
+                                              for call, each in zip(result.tool_calls, found, strict=True))]
+        if tool_choice == "auto":
+            answer = self._turn(told, specs, check=checked, bars=bars, **{**options, "tool_choice": "none"})
+            return replace(answer, decisions=(*result.decisions, left_out, *answer.decisions))
+        # The turn must call: a call to another tool (an agent's final_answer, say) is what is left.
+        repeated = {call.name for call in result.tool_calls}
+        others = tuple(s["function"]["name"] for s in specs if s["function"]["name"] not in repeated)
+        if tool_choice != "required" or not others:
+            return None
+        answer = self._turn(told, specs, check=checked, bars=bars, callable_tools=others,
+                            **{**options, "tool_choice": "required"})
+        bad = [v for call in answer.tool_calls for v in checked.call(call)]
+        if bad:
+            raise SchemaViolation(bad, answer.raw, 0)
+        return replace(answer, decisions=(*result.decisions, left_out, *answer.decisions))
 
     def _turn(
         self,
@@ -572,14 +610,18 @@ class Model:
         bars: Sequence[str] = (),
         answer_schema: Mapping[str, Any] | None = None,
         decisions: Decisions | None = None,
+        callable_tools: Sequence[str] | None = None,
     ) -> ChatResult:
         """One generation of the turn (``chat`` without the repairs), top to bottom: render, then
         the thought when a reasoning budget gives it its own generation, the answer under the
         grammar, parse. ``check``: what a streamed call passes before it is sent; ``bars``: openings
-        the text answer may not have."""
+        the text answer may not have; ``callable_tools``: the tools the grammar may call (``None``:
+        all; the prompt shows them all either way)."""
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
                              thinking=thinking, template_kwargs=template_kwargs)
+        if callable_tools is not None:
+            specs = [s for s in specs if s["function"]["name"] in callable_tools]
         if reasoning_budget is not None and reasoning_budget < 1:
             raise UsageError(f"reasoning_budget must be a positive number of tokens, got {reasoning_budget}")
         mode = reasoning_mode(self.family, prompt, thinking)
@@ -975,11 +1017,15 @@ class Model:
                 run.live.restart(thought)
             gen = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=[*fmt.stop, *tells],
                                repeat_penalty=penalty, reply=reply, parting=parting)
-            cut = gen.finish_reason == "length" and fmt.cut_inside_call(gen.text)
+            # Under the grammar a stop string that ended a call (an engine applies them where it
+            # will) cut it, as max_tokens does; a tell is the caller's to read. Free output cut so
+            # holds an unclosed call, which its parser refuses.
+            stopped = gen.stop is not None and gen.stop not in tells and fmt.answer_grammar is not None
+            cut = (gen.finish_reason == "length" or stopped) and fmt.cut_inside_call(gen.text)
             if not cut or run.streamed:
                 break
         if cut:
-            raise GenerationTruncated(max_tokens, gen.text)
+            raise GenerationTruncated(max_tokens, gen.text, gen.stop if gen.finish_reason != "length" else None)
         return gen
 
     def stream(self, messages: list[dict[str, Any]], tools: Sequence[Tool | dict[str, Any]] = (),

@@ -89,6 +89,9 @@ _STATUS: tuple[tuple[type[LocalToolsError], int, str], ...] = (
     (SchemaViolation, 422, "schema_violation"),
     # A text answer that still holds a call after the retries: no answer, and no call was run.
     (DisguisedCall, 422, "disguised_call"),
+    # A reply that could not be read (it left the grammar, or free output held a broken call):
+    # the model's text is never sent as the answer in its place.
+    (ToolCallParseError, 502, "unreadable_reply"),
     (ContextLengthExceeded, 400, "context_length_exceeded"),
     (GrammarError, 400, "unsupported_schema"),
     (TemplateError, 400, "template_error"),
@@ -192,12 +195,12 @@ def _answer(model: Model, request: ChatRequest, cancel: threading.Event,
     except GenerationTruncated as exc:
         log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
         return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
-    except (SchemaViolation, DisguisedCall):
-        raise  # a call nobody may run: a 422, never its text
     except ToolCallParseError as exc:
-        # Constrained output always parses; reaching this is a bug here, and the text is still the model's.
-        log.error("constrained output did not parse: %s", exc)
-        return ChatResult(content=exc.raw, finish_reason="stop")
+        # A call nobody may run, or a reply that could not be read as the grammar reads it: a typed
+        # error (422, 502), never the model's text as the answer: it may hold a call.
+        if not isinstance(exc, SchemaViolation | DisguisedCall):
+            log.error("the reply did not parse: %s", exc)
+        raise
 
 
 def create_app(model: Model, config: ServerConfig) -> Any:

@@ -61,11 +61,68 @@ def spec_problems(function: dict[str, Any]) -> list[tuple[str, str]]:
     if not isinstance(params, dict):
         problems.append(("parameters", "'parameters' must be a JSON Schema object"))
         return problems
-    if params.get("type", "object") != "object" and not _too_deep(params, MAX_SCHEMA_DEPTH):
-        problems.append(("parameters", f"'parameters' must have type 'object', not {params.get('type')!r}"))
-    if (problem := schema_problem(params, "'parameters'")) is not None:
+    problem = schema_problem(params, "'parameters'") or _not_an_object(params, params, "'parameters'", 0)
+    if problem is not None:
         problems.append(("parameters", problem))
     return problems
+
+
+#: Most ``$ref`` hops and nested ``allOf``/``anyOf``/``oneOf`` read to tell what a tool's arguments are.
+_MAX_RESOLVE = 16
+
+
+def _not_an_object(schema: Any, root: dict[str, Any], where: str, hops: int) -> str | None:
+    """Why the arguments ``schema`` admits need not be a JSON object (a call's arguments are one),
+    or ``None``: its type, where its ``$ref`` leads, and each branch of its ``anyOf``/``oneOf``
+    (every one) and ``allOf`` (one is enough) are read, not only the top-level ``type``."""
+    if hops > _MAX_RESOLVE:
+        return f"{where} refers or nests more than {_MAX_RESOLVE} levels deep before it says it is an object"
+    if schema is True or schema == {}:
+        return None  # any arguments: the grammar writes an object
+    if not isinstance(schema, dict):
+        return f"{where} must be an object schema"
+    kind = schema.get("type")
+    kinds = [kind] if isinstance(kind, str) else kind if isinstance(kind, list) else []
+    if kinds and set(kinds) != {"object"}:
+        return f"{where} must have type 'object', not {kind!r}: a call's arguments are a JSON object"
+    for key in ("const", "enum"):
+        values = [schema[key]] if key == "const" and key in schema else schema.get(key) if key == "enum" else None
+        if isinstance(values, list) and any(not isinstance(v, dict) for v in values):
+            return f"{where}.{key} admits a value that is not an object: a call's arguments are a JSON object"
+    ref = schema.get("$ref")
+    if isinstance(ref, str):
+        target = _local_ref(root, ref)
+        if target is None:
+            return f"{where}.$ref {ref!r} does not point into the tool's own schema"
+        if (problem := _not_an_object(target, root, f"{where} (through $ref {ref!r})", hops + 1)) is not None:
+            return problem
+    if kinds:
+        return None
+    for key in ("anyOf", "oneOf"):
+        for i, branch in enumerate(schema.get(key) or []):
+            if (problem := _not_an_object(branch, root, f"{where}.{key}[{i}]", hops + 1)) is not None:
+                return problem
+    branches = [b for b in schema.get("allOf") or [] if isinstance(b, dict | bool)]
+    found = [_not_an_object(b, root, f"{where}.allOf[{i}]", hops + 1) for i, b in enumerate(branches)]
+    if found and all(f is not None for f in found):
+        return found[0]
+    return None
+
+
+def _local_ref(root: dict[str, Any], ref: str) -> Any:
+    """What a local ``$ref`` (``#/$defs/A``, ``#``) points at in ``root``, or ``None``."""
+    if not ref.startswith("#"):
+        return None
+    node: Any = root
+    for part in [p for p in ref[1:].split("/") if p]:
+        part = part.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
 
 
 def schema_problem(schema: Any, what: str) -> str | None:
