@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from sampler import sample
 
 from localtools import Model, ScriptedBackend, UnsupportedSchema, families
+from localtools.families._parse import disguised_calls
 from localtools.grammar import build_grammar, continuation, matches
 from localtools.serve._app import ServerConfig, create_app
 
@@ -215,3 +216,76 @@ def test_every_family_grammar_can_be_sampled(family: str) -> None:
     grammar = build_grammar(families()[family], tools, "required")
     text = sample(grammar, random.Random(0))
     assert matches(grammar, text) and text
+
+
+# -- no path returns a call as text --------------------------------------------------------------
+
+_MARKERS = sorted({m for fam in families().values() for m in (fam.call_start, fam.call_end, *fam.stop) if m}
+                  | {"```", '{"name": "first", "arguments": {}}', "[", "]"})
+_DIALECTS = ["/v1/chat/completions", "/v1/responses", "/v1/messages"]
+
+
+def _body(path: str, tools: list[dict[str, Any]], choice: str, stream: bool) -> dict[str, Any]:
+    if path == "/v1/chat/completions":
+        return {"messages": [{"role": "user", "content": "go"}], "tools": tools, "tool_choice": choice, "stream": stream}
+    if path == "/v1/responses":
+        return {"input": "go", "stream": stream, "tool_choice": choice,
+                "tools": [{"type": "function", **t["function"]} for t in tools]}
+    return {"model": "m", "max_tokens": 4000, "stream": stream, "messages": [{"role": "user", "content": "go"}],
+            "tool_choice": {"type": {"auto": "auto", "required": "any"}[choice]},
+            "tools": [{"name": t["function"]["name"], "input_schema": t["function"]["parameters"]} for t in tools]}
+
+
+def _read_texts(value: Any) -> list[str]:
+    """Every string a client reads in a response body, outside the tools it sent and the calls."""
+    if isinstance(value, dict):
+        kind = value.get("type")
+        if isinstance(kind, str) and any(k in kind for k in ("function_call", "tool_use", "input_json")):
+            return []  # a call, or a piece of one, in the dialect's own shape
+        return [s for k, v in value.items() if k not in ("tools", "tool_calls", "arguments", "input") for s in _read_texts(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _read_texts(v)]
+    return [value] if isinstance(value, str) else []
+
+
+@settings(FUZZ, max_examples=80)
+@given(family=st.sampled_from(["qwen2.5", "smollm2", "hermes", "llama3", "mistral", "phi4-mini", "gemma"]),
+       parameters=_parameters, choice=st.sampled_from(["auto", "required"]), path=st.sampled_from(_DIALECTS),
+       stream=st.booleans(), rng=st.randoms(use_true_random=False), cut=st.integers(0, 400))
+def test_no_reply_reaches_a_client_as_text_holding_a_call(family: str, parameters: dict[str, Any], choice: str,
+                                                          path: str, stream: bool, rng: random.Random, cut: int) -> None:
+    """Schemas and replies drawn (strings holding every family's markers), and an engine that may
+    stop anywhere (a stop string that is a piece of the reply): every dialect answers 200 with no
+    call's text in what the client reads, or a typed 4xx/502; never a 500."""
+    tools: list[dict[str, Any]] = [{"type": "function", "function": {"name": "first", "description": "", "parameters": parameters}}]
+    try:
+        grammar = build_grammar(families()[family], tools, choice)
+    except UnsupportedSchema:
+        return
+    reply = sample(grammar, rng, pieces=_MARKERS)
+    # A third of the replies are not cut; the others at a stop string that is a piece of the reply.
+    piece = reply[cut % max(len(reply), 1):][:3] if cut % 3 else ""
+
+    class Engine(ScriptedBackend):
+        def generate(self, prompt: Any, *, stop: Any = (), **kwargs: Any) -> Any:
+            return super().generate(prompt, stop=[*stop, *([piece] if piece else [])], **kwargs)
+    app = create_app(Model(Engine([reply] * 4), family=family), ServerConfig(model_name="m"))
+    res = asyncio.run(_post(app, path, _body(path, tools, choice, stream)))
+    assert res.status_code in (200, 400, 422, 502), res.text
+    event(f"{res.status_code}")
+    if res.status_code != 200 or not res.text:
+        return
+    # SSE lines end at "\n" only: a JSON string may hold U+2028, which str.splitlines breaks at.
+    lines = [line[len("data: "):].rstrip("\r") for line in res.text.split("\n") if line.startswith("data: ")] \
+        if stream else [res.text]
+    read = [s for line in lines if line != "[DONE]" for s in _read_texts(json.loads(line))]
+    fam = families()[family]
+    for text in read:
+        assert fam.call_start not in text, (text, reply)
+        assert not disguised_calls(text, ["first"]), (text, reply)
+
+
+async def _post(app: Any, path: str, body: dict[str, Any]) -> httpx.Response:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app, raise_app_exceptions=False),
+                                 base_url="http://t") as client:
+        return await client.post(path, json=body)
