@@ -21,6 +21,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import httpx
@@ -95,10 +96,11 @@ def corpus() -> tuple[str, list[dict[str, Any]]]:
 
 def prechecked(parameters: dict[str, Any], budget: float) -> tuple[float, str]:
     """Seconds the server's checks take on a tool with ``parameters``, and how they end."""
-    spec = {"type": "function", "function": {"name": "f", "description": "", "parameters": parameters}}
+    function = {"name": "f", "description": "", "parameters": parameters}
+    spec = {"type": "function", "function": function}
     started = time.perf_counter()
     with build_budget(budget):
-        problems = spec_problems(spec["function"])
+        problems = spec_problems(function)
         if problems:
             outcome = f"400 at the door: {problems[0][1]}"
         else:
@@ -158,7 +160,7 @@ def main() -> None:
     args = parser.parse_args()
 
     where, schemas = corpus()
-    ordinary = [_median(args.runs, lambda p=p: prechecked(p, args.budget))[0] for p in schemas]
+    ordinary = [_median(args.runs, partial(prechecked, p, args.budget))[0] for p in schemas]
     base = statistics.median(ordinary)
     print(f"Ordinary corpus: {where}; median check + build {base * 1000:.2f} ms, p95 "
           f"{statistics.quantiles(ordinary, n=20)[-1] * 1000:.2f} ms, max {max(ordinary) * 1000:.1f} ms "
@@ -166,7 +168,7 @@ def main() -> None:
     print("| hostile case | seconds | x median ordinary | outcome |")
     print("| --- | --- | --- | --- |")
     for name, parameters in HOSTILE:
-        seconds, outcome = _median(args.runs, lambda p=parameters: prechecked(p, args.budget))  # type: ignore[misc]
+        seconds, outcome = _median(args.runs, partial(prechecked, parameters, args.budget))
         print(f"| {name} | {seconds:.3f} | {seconds / base:,.0f} | {outcome[:110]} |")
     for name, parameters, arguments in CHECKED:
         def check(p: dict[str, Any] = parameters, a: dict[str, Any] = arguments) -> tuple[float, str]:
