@@ -21,8 +21,10 @@ import httpx
 import pytest
 
 from localtools import Model, ScriptedBackend, Tool, ToolArgumentsError, UnsupportedSchema, get_family
+from localtools.families._families import families
 from localtools.grammar import admits, build_budget, build_grammar
 from localtools.grammar._check import violations
+from localtools.grammar._nodes import _refs
 from localtools.grammar._regex import search
 from localtools.grammar._schema import MAX_VALUE_DEPTH
 from localtools.serve._app import ServerConfig, create_app
@@ -88,6 +90,28 @@ def test_a_free_value_nests_at_most_max_value_depth(schema: Any, first: str, kin
     for depth in (1, 2, limit - 1, limit, limit + 1, limit + 7, 1200):
         arguments = '{"v": ' + nest(depth, kind, first) + "}"
         assert within(10, partial(admits, parameters, arguments, check=False)) == (depth <= limit), depth
+
+
+def _deepest(g: Any, name: str) -> int:
+    """How many rules deep ``name`` reaches in ``g`` (a cycle fails the test: no bound)."""
+    depth: dict[str, int] = {}
+
+    def walk(rule: str, stack: tuple[str, ...]) -> int:
+        assert rule not in stack, f"{' -> '.join((*stack, rule))} refers to itself"
+        if rule not in depth:
+            depth[rule] = 1 + max((walk(r, (*stack, rule)) for r in _refs(g.rules[rule])), default=0)
+        return depth[rule]
+
+    return walk(name, ())
+
+
+@pytest.mark.parametrize("family", sorted(families()))
+def test_every_syntax_s_free_value_is_bounded_not_recursive(family: str) -> None:
+    g = build_grammar(get_family(family), [spec(params({"v": {}, "w": {"type": "array"}}))], "required")
+    free = [name for name in ("json-value", "gemma-value") if name in g.rules]
+    assert free, sorted(g.rules)
+    for name in free:
+        assert MAX_VALUE_DEPTH <= _deepest(g, name) <= 2 * MAX_VALUE_DEPTH + 4
 
 
 @pytest.mark.parametrize("depth", [MAX_VALUE_DEPTH + 1, 400, 1200, 3000])

@@ -14,9 +14,13 @@ the same) and ``^``/``$`` at the ends of an alternative; look-around, back-refer
 boundaries and Unicode properties raise ``Untranslatable`` and are left to the check, and so is a
 quantifier over ``MAX_COUNT`` or a pattern whose rules would pass ``MAX_SIZE``.
 
-``python_regex`` gives the check the same pattern for ``re.search``; what neither can say (a
-property escape, a variable-width look-behind, a back-reference into a repetition) raises
-``Untranslatable``, and ``pattern_expr`` then raises ``UnsupportedSchema``.
+``search`` is every test of a string against a pattern (the grammar's, the check's, an agent's):
+a regular pattern runs on a linear-time automaton (``_Matcher``), never a backtracking engine; one
+with look-around or back-references (or past ``MAX_STATES``) on Python's engine through
+``python_regex``, unless a repetition in it holds another or alternatives (``_backtracks``), which
+could take that engine exponential time. What none can say (a variable-width look-behind, a
+back-reference into a repetition, such a shape) raises ``Untranslatable``, and ``pattern_expr``
+then raises ``UnsupportedSchema``.
 """
 
 from __future__ import annotations
@@ -593,14 +597,10 @@ def pattern_expr(pattern: str) -> Expr:
         return seq(Lit('"'), regex_expr(pattern), Lit('"'))
     except Untranslatable as exc:
         try:
-            python_regex(pattern)
+            # As the check will read it: its linear matcher, or Python's engine behind the guard.
+            _matcher(pattern)
         except Untranslatable as why:
-            raise UnsupportedSchema(f"pattern {pattern!r}: {why}", keyword="pattern") from None
-        if _backtracks(_parse(pattern)[0]):
-            # The grammar would admit strings the check then rejects by backtracking, which takes
-            # exponential time on such a pattern: a client's schema could stall the server.
-            raise UnsupportedSchema(f"pattern {pattern!r}: {exc}, and the check's backtracking engine could take "
-                                    "exponential time on it (a repetition holding a repetition or alternatives)",
+            raise UnsupportedSchema(f"pattern {pattern!r}: {exc}, and the check cannot read it either: {why}",
                                     keyword="pattern") from None
         raise exc from None
 
@@ -844,16 +844,17 @@ def _states(node: tuple) -> int:
 
 @lru_cache(maxsize=256)
 def _matcher(pattern: str) -> _Matcher | str:
-    """The linear matcher of a regular pattern, or the Python regex of one that is not (a
-    look-around, a back-reference) and that a backtracking engine reads in time."""
+    """The linear matcher of a regular pattern, or the Python regex of one it cannot hold (a
+    look-around, a back-reference, past ``MAX_STATES``) whose shape a backtracking engine reads in time."""
     tree, _ = _parse(pattern)
-    _states(tree)
     try:
+        _states(tree)
         return _Matcher(tree)
-    except Untranslatable:
+    except Untranslatable as exc:
         if _backtracks(tree):
-            raise Untranslatable("a look-around or back-reference beside a repetition that holds a repetition or "
-                                 "alternatives: a backtracking engine could take exponential time on it") from None
+            # The grammar would admit strings Python's engine then takes exponential time to refuse.
+            raise Untranslatable(f"{exc}, with a repetition holding a repetition or alternatives: a backtracking "
+                                 "engine could take exponential time on it") from None
         return python_regex(pattern)
 
 
