@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from localtools import UnsupportedSchema, get_family
 from localtools.grammar import Enforcement, admits, build_grammar, matches, schema_report
 from localtools.grammar._admits import _grammar
-from localtools.grammar._check import _format_checker
+from localtools.grammar._check import ecma_format_checker
 from localtools.grammar._ranges import EXPONENT_BANDS, MAX_DIGITS
 from localtools.grammar._schema import MAX_DEPTH, MAX_NODES
 
@@ -291,7 +291,7 @@ def broken_grammar_keywords(schema: dict[str, Any], instance: Any) -> list[tuple
     ids: dict[int, str] = {}
     _ids(schema, "", ids)
     cls = jsonschema.Draft202012Validator
-    validator = cls(schema, format_checker=_format_checker(cls.FORMAT_CHECKER))
+    validator = cls(schema, format_checker=ecma_format_checker(cls.FORMAT_CHECKER))
     out = []
     for error in validator.iter_errors(instance):
         where = ids.get(id(error.schema))
@@ -376,7 +376,7 @@ BROKEN: list[tuple[dict[str, Any], list[Any]]] = [
 def test_values_breaking_a_grammar_keyword_are_not_admitted(schema: dict[str, Any], instances: list[Any]) -> None:
     for instance in instances:
         cls = jsonschema.Draft202012Validator
-        assert not cls(schema, format_checker=_format_checker(cls.FORMAT_CHECKER)).is_valid(instance), instance
+        assert not cls(schema, format_checker=ecma_format_checker(cls.FORMAT_CHECKER)).is_valid(instance), instance
         assert_true_report(schema, instance)
 
 

@@ -39,6 +39,9 @@ def add_parser(sub: Any) -> None:
                        "$LOCALTOOLS_API_KEY; without one, binding beyond this machine prints a warning)")
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, metavar="N",
                        help="larger request bodies get a 413 (default 4 MiB)")
+    serve.add_argument("--max-build-seconds", type=float, default=5.0, metavar="S",
+                       help="a request whose tool schemas take longer to check and build into a grammar gets a 400 "
+                       "naming the schema path (default 5)")
 
 
 def main(args: argparse.Namespace) -> int:
@@ -52,7 +55,7 @@ def main(args: argparse.Namespace) -> int:
     config = ServerConfig(model_name=name, max_queue=args.queue, concurrency=args.concurrency,
                           default_max_tokens=args.max_tokens,
                           default_temperature=args.temperature, max_body_bytes=args.max_body_bytes,
-                          api_key=args.api_key or None)
+                          api_key=args.api_key or None, max_build_seconds=args.max_build_seconds)
     create_app(model, config)  # a missing starlette fails here, before the socket opens
 
     def ready(url: str) -> None:

@@ -25,11 +25,12 @@ from ._drafts import to_2020_12
 from ._expr import Alt, Any_, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, Text, Until, alt, rewrite, seq
 from ._gbnf import parse_gbnf
 from ._match import Ahead, Resume, continuation, lookahead, matches
-from ._schema import LAYOUTS, Enforcement, SchemaGrammar, layout_whitespace
+from ._schema import LAYOUTS, MAX_VALUE_DEPTH, Enforcement, SchemaGrammar, build_budget, layout_whitespace
 
 __all__ = [
     "LAYOUTS",
     "MAX_PARALLEL_CALLS",
+    "MAX_VALUE_DEPTH",
     "Ahead",
     "Alt",
     "Any_",
@@ -51,6 +52,7 @@ __all__ = [
     "Until",
     "admits",
     "alt",
+    "build_budget",
     "build_grammar",
     "call_openings",
     "call_shape",

@@ -63,9 +63,10 @@ def admits(parameters: dict[str, Any], arguments: str, *, check: bool = True) ->
     try:
         shaped = json.loads(arguments, object_pairs_hook=_Obj, parse_float=_Raw, parse_int=_Raw,
                             parse_constant=_Raw)
-    except (ValueError, TypeError):
+        text = _render(shaped)
+    except (ValueError, TypeError, RecursionError):  # nested past what the parser reads: no call either
         return False
-    if not matches(grammar, _render(shaped)):
+    if not matches(grammar, text):
         return False
     # Read plainly only once the grammar took it: the check wants Python values.
     return not check or not violations("", parameters, json.loads(arguments))

@@ -7,12 +7,17 @@ where jsonschema refuses every leap second and only looks for an "@").
 
 It reads a schema as the grammar does: an older draft's schema converted to 2020-12
 (``localtools.grammar._drafts``), ``$schema`` never followed, and every regex (``pattern``,
-``patternProperties``, ``format: regex``) read as ECMA-262, translated to Python's dialect by the
-grammar's own reader. Arguments that are not JSON (NaN, infinities, lone surrogates) never pass.
+``patternProperties``, ``format: regex``) read as ECMA-262 by the grammar's own reader. A regular
+pattern (most) is matched by its linear matcher (``_regex.search``), never by a backtracking
+engine: jsonschema is handed, for each, the arguments' own strings it matches, spelled out. One
+with look-around or back-references is translated to Python's dialect, unless its shape could make
+Python's engine take exponential time (then the schema is refused). Arguments that are not JSON
+(NaN, infinities, lone surrogates) never pass.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
 import json
 import math
@@ -28,7 +33,7 @@ import jsonschema
 from .._errors import UnsupportedSchema
 from ._drafts import to_2020_12
 
-__all__ = ["Violation", "pointer", "unsendable", "violations"]
+__all__ = ["Violation", "ecma_format_checker", "pointer", "schema_errors", "unsendable", "violations"]
 
 
 @dataclass(frozen=True)
@@ -111,20 +116,20 @@ def _is_ip(text: str, kind: type) -> bool:
 
 def _is_regex(value: object) -> bool:
     """An ECMA-262 regex (jsonschema compiles it as Python's); one we cannot translate is given the benefit."""
-    from ._regex import InvalidPattern, Untranslatable, python_regex
+    from ._regex import InvalidPattern, read
 
     if not isinstance(value, str):
         return True
     try:
-        python_regex(value)
+        read(value)
     except InvalidPattern:
         return False
-    except Untranslatable:
-        return True
     return True
 
 
-def _format_checker(base: jsonschema.FormatChecker) -> jsonschema.FormatChecker:
+def ecma_format_checker(base: jsonschema.FormatChecker) -> jsonschema.FormatChecker:
+    """``base`` with ``regex`` read as ECMA-262 (as JSON Schema says) and ``time``, ``date-time``
+    and ``email`` as above."""
     checker = jsonschema.FormatChecker(())
     checker.checkers = dict(base.checkers)
     for name, fn in (("time", _is_time), ("date-time", _is_date_time), ("email", _is_email), ("regex", _is_regex)):
@@ -143,12 +148,13 @@ _SCHEMA_KEYWORDS = frozenset({
 })
 
 
-def _python_patterns(node: Any, path: str, originals: dict[str, str], *, strict: bool = True) -> Any:
-    """The schema with each ECMA regex as the Python one meaning the same, and no ``$schema``
-    (jsonschema follows one in a subschema). ``strict`` off under unknown keywords, whose content
-    is a schema only if a ``$ref`` makes it one: a regex there that cannot be read is left as is."""
+def _python_patterns(node: Any, path: str, patterns: _Patterns, *, strict: bool = True) -> Any:
+    """The schema with each ECMA regex as the Python one meaning the same (a stand-in, for a
+    regular one), and no ``$schema`` (jsonschema follows one in a subschema). ``strict`` off under
+    unknown keywords, whose content is a schema only if a ``$ref`` makes it one: a regex there that
+    cannot be read is left as is."""
     if isinstance(node, list):
-        return [_python_patterns(v, f"{path}/{i}", originals, strict=strict) for i, v in enumerate(node)]
+        return [_python_patterns(v, f"{path}/{i}", patterns, strict=strict) for i, v in enumerate(node)]
     if not isinstance(node, dict):
         return node
     out: dict[str, Any] = {}
@@ -158,39 +164,126 @@ def _python_patterns(node: Any, path: str, originals: dict[str, str], *, strict:
             if key != "$schema":
                 out[key] = value
         elif key == "pattern" and isinstance(value, str):
-            out[key] = _python_regex(value, "pattern", path, originals, strict=strict)
+            out[key] = patterns.read(value, "pattern", path, strict=strict)
         elif key == "patternProperties" and isinstance(value, dict):
-            out[key] = {_python_regex(k, key, path, originals, strict=strict):
-                        _python_patterns(v, f"{at}/{_escape(k)}", originals, strict=strict) for k, v in value.items()}
+            out[key] = {patterns.read(k, key, path, strict=strict):
+                        _python_patterns(v, f"{at}/{_escape(k)}", patterns, strict=strict) for k, v in value.items()}
         elif key in _NAMED and isinstance(value, dict):
-            out[key] = {k: _python_patterns(v, f"{at}/{_escape(k)}", originals, strict=strict) for k, v in value.items()}
+            out[key] = {k: _python_patterns(v, f"{at}/{_escape(k)}", patterns, strict=strict) for k, v in value.items()}
         else:
-            out[key] = _python_patterns(value, at, originals, strict=strict and key in _SCHEMA_KEYWORDS)
+            out[key] = _python_patterns(value, at, patterns, strict=strict and key in _SCHEMA_KEYWORDS)
     return out
 
 
-def _python_regex(pattern: str, keyword: str, path: str, originals: dict[str, str], *, strict: bool) -> str:
-    # Imported here: the grammar package imports this module, and its reader is the one to share.
-    from ._regex import Untranslatable, python_regex
+class _Patterns:
+    """The patterns of one schema as the check reads them: each translated one's Python regex and
+    the stand-in of each regular one, with the ECMA pattern it came from."""
 
-    try:
-        translated = python_regex(pattern)
-    except Untranslatable as exc:
-        if not strict:
-            return pattern
-        raise UnsupportedSchema(f"{keyword} {pattern!r} at {path or '/'}: the check cannot read it: {exc}",
-                                keyword=keyword, path=path) from None
-    originals[translated] = pattern
-    return translated
+    def __init__(self) -> None:
+        self.originals: dict[str, str] = {}
+        #: Stand-in -> the regular ECMA pattern, matched by the linear matcher on each call's strings.
+        self.linear: dict[str, str] = {}
+
+    def read(self, pattern: str, keyword: str, path: str, *, strict: bool) -> str:
+        # Imported here: the grammar package imports this module, and its reader is the one to share.
+        from ._regex import Untranslatable, linear, python_regex
+
+        try:
+            if linear(pattern):
+                stand_in = f"{_tag(pattern)}(?!)"  # never matched: replaced on each call
+                self.linear[stand_in] = pattern
+                return stand_in
+            translated = python_regex(pattern)
+        except Untranslatable as exc:
+            if not strict:
+                return pattern
+            raise UnsupportedSchema(f"{keyword} {pattern!r} at {path or '/'}: the check cannot read it: {exc}",
+                                    keyword=keyword, path=path) from None
+        self.originals[translated] = pattern
+        return translated
+
+
+def _tag(pattern: str) -> str:
+    # As python_regex writes it: two patterns' regexes stay apart (as keys of one patternProperties).
+    return f"(?#{hashlib.sha1(pattern.encode('utf-8', 'surrogatepass')).hexdigest()[:12]})"
+
+
+@dataclass(frozen=True)
+class _Checker:
+    """A schema read for jsonschema: its validator, unless a regular pattern waits for the strings."""
+
+    schema: Any
+    validator: Any
+    originals: tuple[tuple[str, str], ...]
+    linear: tuple[tuple[str, str], ...]
+
+
+@lru_cache(maxsize=1)
+def _formats() -> jsonschema.FormatChecker:
+    return ecma_format_checker(jsonschema.Draft202012Validator.FORMAT_CHECKER)
 
 
 @lru_cache(maxsize=256)
-def _validator(schema_json: str) -> tuple[Any, tuple[tuple[str, str], ...]]:
-    originals: dict[str, str] = {}
-    schema = _python_patterns(to_2020_12(json.loads(schema_json)), "", originals)
-    cls = jsonschema.Draft202012Validator  # never the class ``$schema`` names: one reading, the grammar's
-    validator = cls(schema, format_checker=_format_checker(cls.FORMAT_CHECKER))
-    return validator, tuple((repr(py), repr(ecma)) for py, ecma in originals.items())
+def _checker(schema_json: str) -> _Checker:
+    patterns = _Patterns()
+    schema = _python_patterns(to_2020_12(json.loads(schema_json)), "", patterns)
+    # Never the class ``$schema`` names: one reading, the grammar's.
+    validator = None if patterns.linear else jsonschema.Draft202012Validator(schema, format_checker=_formats())
+    return _Checker(schema, validator, tuple((repr(py), repr(ecma)) for py, ecma in patterns.originals.items()),
+                    tuple(patterns.linear.items()))
+
+
+def _validator(parameters: Any, arguments: Any) -> tuple[Any, tuple[tuple[str, str], ...]]:
+    """The validator of ``parameters`` for ``arguments``, and (Python regex, ECMA pattern) reprs
+    for its messages. A regular pattern becomes the exact list of the arguments' strings (keys and
+    values) it matches, by the linear matcher: the only strings jsonschema will ask it about."""
+    from ._regex import search
+
+    checker = _checker(json.dumps(parameters, sort_keys=True))
+    if checker.validator is not None:
+        return checker.validator, checker.originals
+    strings = sorted(_strings(arguments))
+    table: dict[str, str] = {}
+    for stand_in, pattern in checker.linear:
+        found = [re.escape(text) for text in strings if search(pattern, text)]
+        table[stand_in] = _tag(pattern) + (f"(?:\\A(?:{'|'.join(found)})\\Z)" if found else "(?!)")
+    validator = jsonschema.Draft202012Validator(_stood_in(checker.schema, table), format_checker=_formats())
+    return validator, checker.originals + tuple((repr(table[s]), repr(p)) for s, p in checker.linear)
+
+
+def _strings(value: Any) -> set[str]:
+    """Every string in ``value``, keys included (a loop: arguments may nest deep)."""
+    found: set[str] = set()
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            found.add(item)
+        elif isinstance(item, Mapping):
+            found.update(k for k in item if isinstance(k, str))
+            stack.extend(item.values())
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return found
+
+
+def _stood_in(node: Any, table: dict[str, str]) -> Any:
+    """The schema with each stand-in (a ``pattern``, a ``patternProperties`` key) replaced from ``table``."""
+    if isinstance(node, list):
+        return [_stood_in(v, table) for v in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DATA:
+            out[key] = value
+        elif key == "pattern" and isinstance(value, str):
+            out[key] = table.get(value, value)
+        elif key == "patternProperties" and isinstance(value, dict):
+            out[key] = {table.get(k, k): _stood_in(v, table) for k, v in value.items()}
+        else:
+            out[key] = _stood_in(value, table)
+    return out
 
 
 def _escape(part: str) -> str:
@@ -242,13 +335,22 @@ def violations(tool: str, parameters: Mapping[str, Any], arguments: Any) -> list
     Arguments that are not JSON (NaN, infinities, lone surrogates) get only those violations,
     under any schema. ``UnsupportedSchema`` for a schema whose regex cannot be read exactly.
     """
-    validator, originals = _validator(json.dumps(parameters, sort_keys=True))
     broken = sorted(unsendable(arguments), key=lambda v: [str(p) for p in v[0]])
     if broken:
         return [Violation(tool, pointer(path), "type", _NOT_JSON[kind].format(bad), "#") for path, kind, bad in broken]
+    return [Violation(tool, pointer(path), keyword, message, "#" + pointer(where)) for path, keyword, message, where in
+            schema_errors(parameters, arguments)]
+
+
+def schema_errors(parameters: Any, arguments: Any) -> list[tuple[list[Any], str, str, list[Any]]]:
+    """(path into the arguments, keyword, message, path into the schema) for each way
+    ``arguments`` break ``parameters`` as the check reads them (``violations`` less the JSON-only
+    checks), in path order; what an agent's ``Tool.validate`` reports. ``UnsupportedSchema`` as
+    for ``violations``."""
+    validator, originals = _validator(parameters, arguments)
     errors = sorted(validator.iter_errors(arguments), key=lambda e: [str(p) for p in e.absolute_path])
-    return [Violation(tool, pointer(e.absolute_path), str(e.validator), _message(e.message, originals),
-                      "#" + pointer(e.absolute_schema_path)) for e in errors]
+    return [(list(e.absolute_path), str(e.validator), _message(e.message, originals), list(e.absolute_schema_path))
+            for e in errors]
 
 
 def _message(message: str, originals: tuple[tuple[str, str], ...]) -> str:

@@ -14,23 +14,29 @@ the same) and ``^``/``$`` at the ends of an alternative; look-around, back-refer
 boundaries and Unicode properties raise ``Untranslatable`` and are left to the check, and so is a
 quantifier over ``MAX_COUNT`` or a pattern whose rules would pass ``MAX_SIZE``.
 
-``python_regex`` gives the check the same pattern for ``re.search``; what neither can say (a
-property escape, a variable-width look-behind, a back-reference into a repetition) raises
-``Untranslatable``, and ``pattern_expr`` then raises ``UnsupportedSchema``.
+``search`` is every test of a string against a pattern (the grammar's, the check's, an agent's):
+a regular pattern runs on a linear-time automaton (``_Matcher``), never a backtracking engine; one
+with look-around or back-references (or past ``MAX_STATES``) on Python's engine through
+``python_regex``, unless a repetition in it holds another or alternatives (``_backtracks``), which
+could take that engine exponential time. What none can say (a variable-width look-behind, a
+back-reference into a repetition, such a shape) raises ``Untranslatable``, and ``pattern_expr``
+then raises ``UnsupportedSchema``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+import threading
 import unicodedata
+from bisect import bisect_right
 from functools import lru_cache
 
 from .._errors import UnsupportedSchema
 from ._expr import Chars, Expr, Lit, Repeat, alt, seq
 
-__all__ = ["MAX_COUNT", "MAX_SIZE", "InvalidPattern", "Untranslatable", "canonical_char", "pattern_expr",
-           "python_regex", "regex_expr"]
+__all__ = ["MAX_COUNT", "MAX_SIZE", "MAX_STATES", "InvalidPattern", "Untranslatable", "canonical_char", "linear",
+           "pattern_expr", "python_regex", "read", "regex_expr", "search"]
 
 _MAX = 0x10FFFF
 _SURROGATES = (0xD800, 0xDFFF)
@@ -508,7 +514,9 @@ def _group_names(pattern: str) -> list[str | None]:
     return names
 
 
+@lru_cache(maxsize=1024)
 def _parse(pattern: str) -> tuple[tuple, _Parser]:
+    """The pattern's tree, read once for the front door, the grammar and the check alike."""
     parser = _Parser(pattern)
     try:
         return parser.parse(), parser
@@ -589,14 +597,10 @@ def pattern_expr(pattern: str) -> Expr:
         return seq(Lit('"'), regex_expr(pattern), Lit('"'))
     except Untranslatable as exc:
         try:
-            python_regex(pattern)
+            # As the check will read it: its linear matcher, or Python's engine behind the guard.
+            _matcher(pattern)
         except Untranslatable as why:
-            raise UnsupportedSchema(f"pattern {pattern!r}: {why}", keyword="pattern") from None
-        if _backtracks(_parse(pattern)[0]):
-            # The grammar would admit strings the check then rejects by backtracking, which takes
-            # exponential time on such a pattern: a client's schema could stall the server.
-            raise UnsupportedSchema(f"pattern {pattern!r}: {exc}, and the check's backtracking engine could take "
-                                    "exponential time on it (a repetition holding a repetition or alternatives)",
+            raise UnsupportedSchema(f"pattern {pattern!r}: {exc}, and the check cannot read it either: {why}",
                                     keyword="pattern") from None
         raise exc from None
 
@@ -680,3 +684,203 @@ def python_regex(pattern: str) -> str:
     except (re.error, OverflowError, RecursionError) as exc:
         raise Untranslatable(f"Python's re cannot say it ({exc})") from None
     return out
+
+
+# -- the linear matcher: every test of a string against a pattern ---------------------------------
+
+#: The most states one pattern's matcher may hold once every quantifier is spelled out.
+MAX_STATES = 100_000
+#: Cached steps of one pattern's matcher (its lazily built automaton); past it they are dropped.
+_MAX_STEPS = 50_000
+
+_SET, _SPLIT, _BOL, _EOL, _BOUND, _NOT_BOUND, _MATCH = range(7)
+
+
+class _Matcher:
+    """A regular pattern tree as a Thompson automaton, run over a string once (each character
+    moves a set of states, found again in a cache of the steps taken): time linear in the string
+    whatever the pattern, where a backtracking engine can take exponential time. ECMA's ``^`` and
+    ``$`` hold at the ends of the input, ``\\b`` between a word character and a non-word one."""
+
+    def __init__(self, tree: tuple) -> None:
+        self.kind: list[int] = []
+        self.arg: list[tuple[tuple[int, ...], tuple[int, ...]]] = []
+        self.out: list[tuple[int, ...]] = []
+        match = self._state(_MATCH, ())
+        self.start = self._compile(tree, match)
+        self.match = match
+        self.bounds = any(k in (_BOUND, _NOT_BOUND) for k in self.kind)
+        self._sets: dict[frozenset[int], int] = {}
+        self._members: list[frozenset[int]] = []
+        self._steps: dict[tuple[int, str, int], int] = {}
+        # One matcher serves every thread (a server checks requests on several): its caches are shared.
+        self._lock = threading.Lock()
+
+    def _state(self, kind: int, out: tuple[int, ...], ranges: Ranges | None = None) -> int:
+        self.kind.append(kind)
+        self.out.append(out)
+        self.arg.append((tuple(a for a, _ in ranges or ()), tuple(b for _, b in ranges or ())))
+        return len(self.kind) - 1
+
+    def _compile(self, node: tuple, after: int) -> int:
+        """The state that matches ``node`` and then goes on to ``after`` (built back to front)."""
+        kind = node[0]
+        if kind == "lit":
+            return self._state(_SET, (after,), [(node[1], node[1])])
+        if kind == "set":
+            return self._state(_SET, (after,), _norm(node[1]))
+        if kind == "seq":
+            for item in reversed(node[1]):
+                after = self._compile(item, after)
+            return after
+        if kind == "alt":
+            return self._state(_SPLIT, tuple(self._compile(option, after) for option in node[1]))
+        if kind == "group":
+            return self._compile(node[1], after)
+        if kind == "rep":
+            _, item, lo, hi, _lazy = node
+            if hi is None:
+                loop = self._state(_SPLIT, ())
+                self.out[loop] = (self._compile(item, loop), after)
+                start = loop
+            else:
+                start = after
+                for _ in range(hi - lo):
+                    start = self._state(_SPLIT, (self._compile(item, start), after))
+            for _ in range(lo):
+                start = self._compile(item, start)
+            return start
+        if kind in ("bol", "eol"):
+            return self._state(_BOL if kind == "bol" else _EOL, (after,))
+        if kind == "bound":
+            return self._state(_NOT_BOUND if node[1] else _BOUND, (after,))
+        raise Untranslatable(f"a {'look-around' if kind == 'look' else 'back-reference'} (not a regular pattern)")
+
+    def _closure(self, states: set[int], where: int) -> int:
+        """The states reached from ``states`` without reading (``where``: 1 at the start, 2 at the
+        end, 4 when the characters either side differ in being word characters), as one id."""
+        seen: set[int] = set()
+        stack = list(states)
+        while stack:
+            s = stack.pop()
+            if s in seen:
+                continue
+            seen.add(s)
+            kind = self.kind[s]
+            if kind == _SPLIT or (kind == _BOL and where & 1) or (kind == _EOL and where & 2) \
+                    or (kind == _BOUND and where & 4) or (kind == _NOT_BOUND and not where & 4):
+                stack.extend(self.out[s])
+        kept = frozenset(s for s in seen if self.kind[s] in (_SET, _MATCH))
+        if kept not in self._sets:
+            self._sets[kept] = len(self._members)
+            self._members.append(kept)
+        return self._sets[kept]
+
+    def _where(self, text: str, i: int) -> int:
+        where = (i == 0) | (i == len(text)) << 1
+        if self.bounds:
+            before = i > 0 and _is_word(text[i - 1])
+            after = i < len(text) and _is_word(text[i])
+            where |= (before != after) << 2
+        return where
+
+    def search(self, text: str) -> bool:
+        """Whether the pattern matches somewhere in ``text`` (``re.search``'s question)."""
+        with self._lock:
+            if len(self._members) > _MAX_STEPS:  # the sets of states seen grow with the texts read
+                self._sets.clear()
+                self._members.clear()
+                self._steps.clear()
+            return self._search(text)
+
+    def _search(self, text: str) -> bool:
+        current = self._closure({self.start}, self._where(text, 0))
+        if self.match in self._members[current]:
+            return True
+        for i, ch in enumerate(text):
+            where = self._where(text, i + 1)
+            key = (current, ch, where)
+            step = self._steps.get(key)
+            if step is None:
+                cp = ord(ch)
+                moved = {self.start}  # a match may begin at any character
+                for s in self._members[current]:
+                    if self.kind[s] == _SET:
+                        starts, ends = self.arg[s]
+                        j = bisect_right(starts, cp) - 1
+                        if j >= 0 and cp <= ends[j]:
+                            moved.add(self.out[s][0])
+                step = self._closure(moved, where)
+                if len(self._steps) > _MAX_STEPS:
+                    self._steps.clear()
+                self._steps[key] = step
+            current = step
+            if self.match in self._members[current]:
+                return True
+        return False
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isascii() and (ch.isalnum() or ch == "_")
+
+
+def _states(node: tuple) -> int:
+    """How many states ``_Matcher`` builds for ``node`` (``Untranslatable`` past ``MAX_STATES``)."""
+    kind = node[0]
+    if kind in ("seq", "alt"):
+        total = sum(_states(n) for n in node[1]) + 1
+    elif kind == "rep":
+        total = (_states(node[1]) + 1) * max(node[3] if node[3] is not None else node[2] + 1, 1)
+    elif kind == "group":
+        total = _states(node[1])
+    elif kind == "look":
+        total = _states(node[2])
+    else:
+        total = 1
+    if total > MAX_STATES:
+        raise Untranslatable(f"a pattern whose matcher would hold more than {MAX_STATES} states")
+    return total
+
+
+@lru_cache(maxsize=256)
+def _matcher(pattern: str) -> _Matcher | str:
+    """The linear matcher of a regular pattern, or the Python regex of one it cannot hold (a
+    look-around, a back-reference, past ``MAX_STATES``) whose shape a backtracking engine reads in time."""
+    tree, _ = _parse(pattern)
+    try:
+        _states(tree)
+        return _Matcher(tree)
+    except Untranslatable as exc:
+        if _backtracks(tree):
+            # The grammar would admit strings Python's engine then takes exponential time to refuse.
+            raise Untranslatable(f"{exc}, with a repetition holding a repetition or alternatives: a backtracking "
+                                 "engine could take exponential time on it") from None
+        return python_regex(pattern)
+
+
+def read(pattern: str) -> None:
+    """``InvalidPattern`` unless ``pattern`` is an ECMA-262 regular expression (JSON Schema's
+    ``format: regex``); one this reader cannot translate still is one."""
+    try:
+        _parse(pattern)
+    except InvalidPattern:
+        raise
+    except Untranslatable:
+        pass
+
+
+def linear(pattern: str) -> bool:
+    """Whether ``search`` reads ``pattern`` in time linear in the string (a regular pattern).
+    ``Untranslatable`` (``InvalidPattern``) as ``search`` would raise it."""
+    return isinstance(_matcher(pattern), _Matcher)
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether the ECMA-262 ``pattern`` matches somewhere in ``text``, as JSON Schema asks. A
+    regular pattern (most) runs on the linear matcher; one with look-around or back-references on
+    Python's engine, unless its shape could make that take exponential time: then ``Untranslatable``,
+    as for a pattern Python cannot say (``InvalidPattern`` for no ECMA-262 pattern at all)."""
+    matcher = _matcher(pattern)
+    if isinstance(matcher, str):
+        return re.search(matcher, text) is not None
+    return matcher.search(text)

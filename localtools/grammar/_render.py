@@ -11,7 +11,7 @@ from ._chars import _regex_char, _regex_class
 from ._nodes import Alt, Any_, Chars, Expr, Lit, Ref, Repeat, Rules, Seq, Text, Until, rewrite
 from ._text import text_terminal, until_terminal
 
-__all__ = ["to_gbnf", "to_lark", "to_regex"]
+__all__ = ["MAX_REGEX", "to_gbnf", "to_lark", "to_regex"]
 
 
 def to_gbnf(grammar: Rules) -> str:
@@ -54,11 +54,35 @@ def _text_last(grammar: Rules) -> Rules:
 
     return grammar.with_rules({n: rewrite(e, cut) for n, e in grammar.rules.items()})
 
+#: The longest regular expression ``to_regex`` writes: each rule is spelled where it is used, so a
+#: rule used twice a level (a free value's levels) doubles the text each level.
+MAX_REGEX = 4_000_000
+
+
 def to_regex(grammar: Rules) -> str:
     """One regular expression (Rust ``regex`` syntax) for the whole language; ``GrammarNotRegular``
-    when a rule refers to itself."""
+    when a rule refers to itself, or would be spelled longer than ``MAX_REGEX`` characters."""
     g = grammar.lowered()
+    _regex_length(Ref(g.root), g.rules, {}, ())
     return _regex(Ref(g.root), g.rules, ())
+
+
+def _regex_length(e: Expr, rules: dict[str, Expr], known: dict[str, int], stack: tuple[str, ...]) -> int:
+    """About how long ``_regex`` spells ``e`` (each rule measured once), before it spells anything."""
+    if isinstance(e, Ref):
+        if e.name in stack:
+            raise GrammarNotRegular(f"rule {e.name!r} refers to itself ({' -> '.join((*stack, e.name))})")
+        if e.name not in known:
+            known[e.name] = 4 + _regex_length(rules[e.name], rules, known, (*stack, e.name))
+            if known[e.name] > MAX_REGEX:
+                raise GrammarNotRegular(f"rule {e.name!r} would take more than {MAX_REGEX} characters as one regular "
+                                        f"expression ({' -> '.join((*stack, e.name))})")
+        return known[e.name]
+    if isinstance(e, (Seq, Alt)):
+        return 4 + sum(_regex_length(it, rules, known, stack) for it in (e.items if isinstance(e, Seq) else e.options))
+    if isinstance(e, Repeat):
+        return 12 + _regex_length(e.item, rules, known, stack)
+    return 8 * len(e.text) if isinstance(e, Lit) else len(e.body) + 2 if isinstance(e, Chars) else 8
 
 def _gbnf_string(text: str) -> str:
     out = []

@@ -16,27 +16,36 @@ after decoding (``localtools.grammar._check``); ``notes`` records which, per key
 
 An undeclared key is written in its one canonical spelling and is none of the declared keys; a
 string is valid UTF-8 (no lone surrogate escape); a number is below ``10**308`` (``_ranges``).
-Building is bounded: ``MAX_DEPTH`` levels of nesting and ``MAX_NODES`` expression nodes, past which
-the schema is refused by name; const and enum values are spelled one rule per object, every key
-order exactly up to ``MAX_ORDERED_KEYS`` keys, in any order past it (the check holds the count).
+Building is bounded: ``MAX_DEPTH`` levels of nesting and ``MAX_NODES`` expression nodes (a schema
+met again counts one node each time), and inside ``build_budget`` a time in seconds, past which
+the schema is refused by name (``UnsupportedSchema`` naming the schema path and the limit); const
+and enum values are spelled one rule per object, every key order exactly up to ``MAX_ORDERED_KEYS``
+keys, in any order past it (the check holds the count). A value the schema leaves free (``{}``,
+``true``, an object or array with no further schema) nests at most ``MAX_VALUE_DEPTH`` brackets.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from enum import Enum
 from typing import Any, TypeGuard
 from urllib.parse import unquote
 
 from .._errors import UnsupportedSchema
+from ._check import schema_errors
 from ._expr import Alt, Chars, Expr, Grammar, Lit, Ref, Repeat, Seq, alt, seq
 from ._formats import EXACT, FORMATS
 from ._ranges import MAX_DIGITS, int_range, number, number_range
-from ._regex import Untranslatable, canonical_char, chars_expr, pattern_expr, regex_expr
+from ._regex import Untranslatable, canonical_char, chars_expr, pattern_expr, regex_expr, search
 
-__all__ = ["LAYOUTS", "Enforcement", "SchemaGrammar", "UnsupportedSchema", "layout_whitespace", "object_members"]
+__all__ = ["LAYOUTS", "MAX_VALUE_DEPTH", "Enforcement", "SchemaGrammar", "UnsupportedSchema", "bounded_value",
+           "budget_spent", "build_budget", "layout_whitespace", "object_members"]
 
 LAYOUTS = ("compact", "natural")
 _INDENT = seq(Lit("\n"), Repeat(Chars(" \\t"), 0, 20))
@@ -56,6 +65,43 @@ MAX_ORDERED_KEYS = 5
 #: the keyword to the check.
 MAX_CONST_NODES = 20_000
 MAX_ENUM = 10_000
+#: How deep a value the schema leaves free nests its brackets: a free value is any JSON, and a
+#: reply nested past what Python's parser reads (about 1,000 levels) would be no call at all.
+MAX_VALUE_DEPTH = 32
+
+#: (seconds, the monotonic time they run out) of the build budget in force, if any.
+_BUDGET: ContextVar[tuple[float, float] | None] = ContextVar("localtools_build_budget", default=None)
+
+
+@contextmanager
+def build_budget(seconds: float) -> Iterator[None]:
+    """Schemas built inside (every grammar, together) take at most ``seconds``: past them the
+    build stops with ``UnsupportedSchema`` naming the schema path it reached and the limit. A
+    server builds a client's schemas under one, so no request holds a thread for longer."""
+    token = _BUDGET.set((seconds, time.monotonic() + seconds))
+    try:
+        yield
+    finally:
+        _BUDGET.reset(token)
+
+
+def budget_spent() -> float | None:
+    """The seconds of the build budget in force once they have run out, else ``None``."""
+    budget = _BUDGET.get()
+    return budget[0] if budget is not None and time.monotonic() > budget[1] else None
+
+
+def bounded_value(g: Grammar, name: str, scalars: Expr, containers: Callable[[Expr], Expr]) -> Ref:
+    """The rule ``name`` of a free value in one syntax: ``containers(inner)`` the objects and
+    arrays holding ``inner`` values, ``scalars`` the rest. One rule a level, the deepest holding
+    scalars only: brackets nest at most ``MAX_VALUE_DEPTH`` deep."""
+    if name not in g.rules:
+        g.add(name, Lit(""))  # reserved first: the deeper levels are named after it
+        inner: Expr = scalars
+        for level in range(MAX_VALUE_DEPTH, 1, -1):
+            inner = g.add(g.unique_name(f"{name}-{level}"), alt(containers(inner), scalars))
+        g.rules[name] = alt(containers(inner), scalars)
+    return Ref(name)
 
 
 class _TooLarge(UnsupportedSchema):
@@ -218,6 +264,10 @@ class SchemaGrammar:
         self._where = ""  # the path of the schema being built, for errors
         #: Expression nodes added so far, against MAX_NODES.
         self.size = 0
+        self._budget = _BUDGET.get()
+        # A schema object's cache key, by identity (the object is kept, so its id is not reused):
+        # a schema met again is not serialized again.
+        self._keys: dict[int, tuple[Any, str]] = {}
         self._serial = 0
         self._tries: dict[tuple[str, ...], Expr] = {}
 
@@ -271,23 +321,23 @@ class SchemaGrammar:
         return self._prim("json-bool", alt(Lit("true"), Lit("false")))
 
     def any_value(self) -> Ref:
-        if "json-value" not in self.g.rules:
-            self.g.add("json-value", Lit(""))  # placeholder, filled below (the value is recursive)
-            value = Ref("json-value")
+        """Any JSON value, nested at most ``MAX_VALUE_DEPTH`` brackets deep."""
+        def containers(value: Expr) -> Expr:
             member = seq(self.string(), Lit(": "), value)
-            obj = self._bracketed("{", Repeat(seq(member, Repeat(seq(self._comma, member))), 0, 1), "}")
-            arr = self._bracketed("[", Repeat(seq(value, Repeat(seq(self._comma, value))), 0, 1), "]")
-            self.g.rules["json-value"] = alt(
-                self._prim("json-object", obj), self._prim("json-array", arr), self.string(), self.number(),
-                self.boolean(), Lit("null"),
-            )
-        return Ref("json-value")
+            return alt(self._bracketed("{", Repeat(seq(member, Repeat(seq(self._comma, member))), 0, 1), "}"),
+                       self._bracketed("[", Repeat(seq(value, Repeat(seq(self._comma, value))), 0, 1), "]"))
+
+        scalars = self._prim("json-scalar", alt(self.string(), self.number(), self.boolean(), Lit("null")))
+        return bounded_value(self.g, "json-value", scalars, containers)
 
     # -- documents and references ---------------------------------------------------------------
     def document(self, schema: Any) -> None:
         """Make ``schema`` (a tool's parameters) the document its ``$ref``\\s point into."""
         self._root = schema
-        self._root_key = json.dumps(schema, sort_keys=True, default=str)
+        # A digest, not the text: it prefixes every key of a schema holding a $ref.
+        text = json.dumps(schema, sort_keys=True, default=str)
+        self._root_key = hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()
+        self._keys = {}  # a subschema's $ref now points into this document
         self._anchors = {}
 
         # A loop, not recursion: a schema may nest deeper than Python recurses. An anchor inside
@@ -343,10 +393,11 @@ class SchemaGrammar:
         """A rule matching JSON text valid under ``schema``; ``hint`` names it, ``path`` is where
         it sits in the document (for ``notes``)."""
         self._enter(schema)
-        key = json.dumps(schema, sort_keys=True, default=str)
-        if "$ref" in key:
-            key = self._root_key + "\0" + key
+        key = self._key(schema)
         if key in self._cache:
+            # A hit costs a node: a schema met many times (a fan-out of $refs) is bounded too.
+            self.size += 1
+            self._spent(path)
             first = self._paths.get(key)
             if first is not None and first != path:
                 self._aliases.setdefault(path, first)
@@ -362,6 +413,7 @@ class SchemaGrammar:
         if self._depth >= MAX_DEPTH:
             raise _TooLarge(f"{name}: schemas nest deeper than {MAX_DEPTH} levels", keyword=_last_keyword(path),
                                     path=path)
+        self._spent(path)
         self._depth += 1
         outer, self._where = self._where, path
         try:
@@ -373,13 +425,33 @@ class SchemaGrammar:
         self.g.rules[name] = expr
         return ref
 
+    def _key(self, schema: Any) -> str:
+        """The cache key of ``schema``: its text, after the document's digest where it holds a $ref."""
+        known = self._keys.get(id(schema))
+        if known is not None and known[0] is schema:
+            return known[1]
+        key = json.dumps(schema, sort_keys=True, default=str)
+        if "$ref" in key:
+            key = self._root_key + "\0" + key
+        if isinstance(schema, (dict, list)):
+            self._keys[id(schema)] = (schema, key)
+        return key
+
     def _count(self, expr: Expr, path: str, keyword: str = "") -> None:
         """Adds ``expr``'s size (as rendered: shared parts counted each time) to the grammar's."""
         self.size += _size(expr)
+        self._spent(path, keyword)
+
+    def _spent(self, path: str, keyword: str = "") -> None:
+        """``_TooLarge`` once the build is past its node budget or its time budget."""
         if self.size > MAX_NODES:
             path = path or self._where
-            raise _TooLarge(f"the schema needs a grammar of more than {MAX_NODES} expression nodes",
+            raise _TooLarge(f"the schema needs a grammar of more than {MAX_NODES} expression nodes (at {path or '/'})",
                             keyword=keyword or _last_keyword(path) or "type", path=path)
+        if self._budget is not None and time.monotonic() > self._budget[1]:
+            path = path or self._where
+            raise _TooLarge(f"the schema took more than {self._budget[0]:g} s to build (the build budget; stopped "
+                            f"at {path or '/'})", keyword=keyword or _last_keyword(path) or "type", path=path)
 
     def _expr(self, schema: Any, name: str, path: str) -> Expr:
         if schema is True or schema == {} or schema is None:
@@ -936,11 +1008,8 @@ class SchemaGrammar:
     def _named_keys(self, props: dict[str, Any], required: set[str], names: dict[str, Any], name: str,
                     path: str) -> dict[str, Any]:
         """The declared keys ``propertyNames`` admits (a required one it refuses admits nothing)."""
-        import jsonschema
-
         try:
-            validator = jsonschema.Draft202012Validator(names)
-            barred = [k for k in props if not validator.is_valid(k)]
+            barred = [k for k in props if schema_errors(names, k)]
         except Exception:  # a reference it cannot follow alone, say: the check judges the keys
             self._note(path, "propertyNames", Enforcement.CHECKED)
             return props
@@ -1016,12 +1085,11 @@ def _is_surrogate(ch: str) -> bool:
 
 
 def _may_match(pattern: str, key: str) -> bool:
-    """Whether ``pattern`` may match ``key`` (a pattern Python cannot read may)."""
-    import re
-
+    """Whether ``pattern`` may match ``key``: read as the check reads it, in linear time (a pattern
+    it cannot read safely may)."""
     try:
-        return re.search(pattern, key) is not None
-    except re.error:
+        return search(pattern, key)
+    except Untranslatable:
         return True
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from .._errors import UnsupportedSchema
 from ._expr import Chars, Expr, Lit, Ref, Repeat, Until, alt, seq
-from ._schema import SchemaGrammar, object_members
+from ._schema import SchemaGrammar, bounded_value, object_members
 
 __all__ = ["GEMMA_QUOTE", "XML_CLOSE", "XML_TAGS", "args_rule", "python_literal"]
 
@@ -239,15 +239,15 @@ class _Gemma:
         return self.sg._prim("gemma-string", seq(Lit(GEMMA_QUOTE), Until(GEMMA_QUOTE)))
 
     def any_value(self) -> Ref:
-        if "gemma-value" not in self.sg.g.rules:
-            self.sg.g.add("gemma-value", Lit(""))  # recursive: filled below
-            value = Ref("gemma-value")
+        """Any value in Gemma's syntax, nested at most ``MAX_VALUE_DEPTH`` brackets deep."""
+        def containers(value: Expr) -> Expr:
             member = seq(_FREE_KEY, Lit(":"), value)
-            obj = seq(Lit("{"), Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1), Lit("}"))
-            arr = seq(Lit("["), Repeat(seq(value, Repeat(seq(self.comma, value))), 0, 1), Lit("]"))
-            self.sg.g.rules["gemma-value"] = alt(obj, arr, self.string(), self.sg.number(), Lit("true"), Lit("false"),
-                                                 Lit("None"), Lit("null"))
-        return Ref("gemma-value")
+            return alt(seq(Lit("{"), Repeat(seq(member, Repeat(seq(self.comma, member))), 0, 1), Lit("}")),
+                       seq(Lit("["), Repeat(seq(value, Repeat(seq(self.comma, value))), 0, 1), Lit("]")))
+
+        scalars = self.sg._prim("gemma-scalar", alt(self.string(), self.sg.number(), Lit("true"), Lit("false"),
+                                                    Lit("None"), Lit("null")))
+        return bounded_value(self.sg.g, "gemma-value", scalars, containers)
 
     def value(self, schema: Any, hint: str) -> Expr:
         schema = self.sg.resolve(schema, hint)

@@ -12,6 +12,10 @@ and every returned call parses and matches its tool's schema.
 A request never gets a 500: a bad one gets a 400 naming the field (``code`` says which check), a
 missing or wrong API key a 401, a body over the limit a 413, a full queue or a model that failed
 while generating a 503. A client that hangs up stops its generation within a token.
+
+A request's checks (its schemas, their grammar, the prompt) run on a thread, never on the event
+loop, and the grammar's build under ``max_build_seconds``: a hostile schema gets its 400 (naming
+the schema path and the limit) in that time while /health and every other client are answered.
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from .._errors import (
     ToolDefinitionError,
     UsageError,
 )
+from ..grammar import build_budget
 from ..model._model import Model
 from ..model._stream import StreamEvent, relay
 from ..model._turn import ChatResult
@@ -81,6 +86,9 @@ class ServerConfig:
     max_body_bytes: int = 4 * 1024 * 1024
     #: When set, every route but /health needs ``Authorization: Bearer <api_key>`` (401 otherwise).
     api_key: str | None = None
+    #: Seconds a request's tool schemas may take to build into its grammar; past them a 400
+    #: (``unsupported_schema``) names the schema path the build reached and the limit.
+    max_build_seconds: float = 5.0
 
 
 #: (status, code) per error class; the first class an error is an instance of wins.
@@ -89,8 +97,8 @@ _STATUS: tuple[tuple[type[LocalToolsError], int, str], ...] = (
     (SchemaViolation, 422, "schema_violation"),
     # A text answer that still holds a call after the retries: no answer, and no call was run.
     (DisguisedCall, 422, "disguised_call"),
-    # A reply that could not be read (it left the grammar, or free output held a broken call):
-    # the model's text is never sent as the answer in its place.
+    # A reply that could not be read (it left the grammar, nested past what the parser reads, or
+    # free output held a broken call): the model's text is never sent as the answer in its place.
     (ToolCallParseError, 502, "unreadable_reply"),
     (ContextLengthExceeded, 400, "context_length_exceeded"),
     (GrammarError, 400, "unsupported_schema"),
@@ -195,6 +203,12 @@ def _answer(model: Model, request: ChatRequest, cancel: threading.Event,
     except GenerationTruncated as exc:
         log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
         return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
+    except RecursionError:
+        # A reply nested past what Python's parser reads: a free value cannot be (the grammar
+        # bounds it, MAX_VALUE_DEPTH), a recursive schema's can. No call is read from it.
+        log.warning("a reply nested too deeply to parse; answering 502")
+        raise ToolCallParseError("the reply nests arrays and objects deeper than the parser reads; no call was read "
+                                 "from it", "") from None
     except ToolCallParseError as exc:
         # A call nobody may run, or a reply that could not be read as the grammar reads it: a typed
         # error (422, 502), never the model's text as the answer: it may hold a call.
@@ -327,21 +341,31 @@ class _Routes:
         body = await self.admitted(http, dialect)
         if not isinstance(body, _Body):
             return body
-        try:
-            request = parse(body.value) if parse is not None else dialect.parse(
-                body.value, default_max_tokens=self.config.default_max_tokens,
-                default_temperature=self.config.default_temperature)
-            # Grammar and prompt problems (an unsupported schema, a template that refuses the
-            # message order) are the request's fault; find them before queueing.
-            self.model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)
+
+        def checked() -> ChatRequest:
+            # One budget for reading the schemas' patterns and building their grammar.
+            with build_budget(self.config.max_build_seconds):
+                request = parse(body.value) if parse is not None else dialect.parse(
+                    body.value, default_max_tokens=self.config.default_max_tokens,
+                    default_temperature=self.config.default_temperature)
+                # Grammar and prompt problems (an unsupported schema, a template that refuses the
+                # message order) are the request's fault; find them before queueing.
+                self.model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)
             if render:
                 self.model.render(request.messages, request.tools)
+            return request
+
+        try:
+            # On a thread: a schema that takes its whole budget to build holds no other client.
+            return await asyncio.to_thread(checked)
         except BadRequest as exc:
             return self.error(400, str(exc), param=exc.param, code=exc.code, dialect=dialect)
         except LocalToolsError as exc:
             status, code = error_status(exc)
             return self.error(status, str(exc), code=code, dialect=dialect)
-        return request
+        except RecursionError:
+            return self.error(400, "the request nests its schemas or messages too deeply to read", code="too_deep",
+                              dialect=dialect)
 
     async def chat_completions(self, http: Request) -> Response:
         request = await self.request(http, _CHAT)
@@ -361,10 +385,13 @@ class _Routes:
                                      render=False)
         if not isinstance(request, ChatRequest):
             return request
-        try:
+        def count() -> list[int]:
             prompt = self.model.render(request.messages, request.tools, parallel_tool_calls=request.parallel_tool_calls,
                                        tool_choice=request.tool_choice, thinking=request.thinking)
-            ids = await asyncio.get_running_loop().run_in_executor(None, self.model.backend.tokenize, prompt)
+            return self.model.backend.tokenize(prompt)
+
+        try:
+            ids = await asyncio.to_thread(count)
         except LocalToolsError as exc:
             return self.failed(exc, _MESSAGES)
         return self._json({"input_tokens": len(ids)})

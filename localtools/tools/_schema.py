@@ -6,7 +6,7 @@ import copy
 import inspect
 import re
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import docstring_parser
@@ -14,8 +14,11 @@ import jsonschema
 import pydantic
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-__all__ = ["FunctionSchema", "clean_schema", "function_schema", "model_schema", "name_problem", "schema_problem",
-           "spec_problems"]
+from ..grammar._regex import InvalidPattern, read
+from ..grammar._schema import budget_spent
+
+__all__ = ["MAX_SCHEMA_DEPTH", "MAX_SCHEMA_OBJECTS", "FunctionSchema", "clean_schema", "function_schema", "model_schema",
+           "name_problem", "schema_problem", "spec_problems"]
 
 #: OpenAI's tool-name rule, plus "." (BFCL's names and many real APIs use dotted names).
 NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -23,6 +26,10 @@ NAME_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 #: (the validator, the grammar builder, the template's JSON dump) recurses, so a deeper one is
 #: refused before any of them could run out of stack.
 MAX_SCHEMA_DEPTH = 40
+#: The most objects one schema may hold. Checking a schema against its metaschema (jsonschema)
+#: takes about 0.2 ms an object: a larger one (a 4 MB fan-out of 100k objects: 20 s) is refused
+#: before that runs, so no request holds a thread that long.
+MAX_SCHEMA_OBJECTS = 5_000
 
 
 def name_problem(name: Any) -> str | None:
@@ -43,6 +50,61 @@ def _too_deep(value: Any, limit: int) -> bool:
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in item)
     return False
+
+
+def _object_past_limit(value: Any) -> str | None:
+    """The JSON pointer of the object past ``MAX_SCHEMA_OBJECTS`` in ``value`` (document order), or ``None``."""
+    stack: list[tuple[Any, str]] = [(value, "")]
+    count = 0
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            count += 1
+            if count > MAX_SCHEMA_OBJECTS:
+                return path or "/"
+            stack.extend((v, f"{path}/{_escape(str(k))}")
+                         for k, v in reversed(list(item.items())) if isinstance(v, (dict, list)))
+        elif isinstance(item, list):
+            stack.extend((v, f"{path}/{i}") for i, v in reversed(list(enumerate(item))) if isinstance(v, (dict, list)))
+    return None
+
+
+def _patterns(schema: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(JSON pointer, pattern) for each ``pattern`` and ``patternProperties`` key, in document
+    order; data (enum, const, default, examples) is not looked into."""
+    stack: list[tuple[Any, str]] = [(schema, "")]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, list):
+            stack.extend((v, f"{path}/{i}") for i, v in reversed(list(enumerate(node))))
+            continue
+        if not isinstance(node, dict):
+            continue
+        if isinstance(node.get("pattern"), str):
+            yield f"{path}/pattern", node["pattern"]
+        if isinstance(node.get("patternProperties"), dict):
+            yield from ((f"{path}/patternProperties", k) for k in node["patternProperties"])
+        stack.extend((v, f"{path}/{_escape(str(k))}") for k, v in reversed(list(node.items()))
+                     if k not in _DATA and isinstance(v, (dict, list)))
+
+
+def _pattern_problem(schema: dict[str, Any], what: str) -> str | None:
+    """A pattern in ``schema`` that is no ECMA-262 regex, or the build budget spent reading them."""
+    for path, pattern in _patterns(schema):
+        if (seconds := budget_spent()) is not None:
+            return f"{what} took more than {seconds:g} s to check (the build budget; stopped at {path})"
+        try:
+            read(pattern)
+        except InvalidPattern as exc:
+            return f"{what} is not a valid JSON Schema: {path}: {pattern!r} is not an ECMA-262 regex ({exc})"
+    return None
+
+
+def _escape(part: str) -> str:
+    return part.replace("~", "~0").replace("/", "~1")
+
+
+_DATA = frozenset({"enum", "const", "default", "examples"})
 
 
 def spec_problems(function: dict[str, Any]) -> list[tuple[str, str]]:
@@ -132,9 +194,18 @@ def schema_problem(schema: Any, what: str) -> str | None:
         return f"{what} must be a JSON Schema object"
     if isinstance(schema, dict) and _too_deep(schema, MAX_SCHEMA_DEPTH):
         return f"{what} nests objects and arrays more than {MAX_SCHEMA_DEPTH} levels deep"
+    if isinstance(schema, dict) and (past := _object_past_limit(schema)) is not None:
+        return (f"{what} holds more than {MAX_SCHEMA_OBJECTS} schema objects (the next at {past}): more than "
+                "the schema check reads in time")
+    if isinstance(schema, dict) and (problem := _pattern_problem(schema, what)) is not None:
+        return problem
+    # The draft the schema names in "$schema" (2020-12 when it names none); its patterns were read
+    # above, as ECMA-262, by the reader the grammar and the check share (not as Python's regexes).
+    cls = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    formats = jsonschema.FormatChecker(())
+    formats.checkers = {k: v for k, v in cls.FORMAT_CHECKER.checkers.items() if k != "regex"}
     try:
-        # The draft the schema names in "$schema" (2020-12 when it names none).
-        jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator).check_schema(schema)
+        cls.check_schema(schema, format_checker=formats)
     except jsonschema.SchemaError as exc:
         return f"{what} is not a valid JSON Schema: {exc.message}"
     return None
