@@ -76,6 +76,15 @@ def _template_tail(prompt: Prompt) -> str:
     return "".join(reversed(tail))
 
 
+class _Cut(Enum):
+    """A constrained reply that is not whole in its grammar: cut inside a call."""
+
+    CUT = "cut"
+
+
+_CUT = _Cut.CUT
+
+
 @dataclass(frozen=True)
 class ReplyFormat:
     """One request's reply format (llama.cpp's ``common_chat_params`` is the model)."""
@@ -163,7 +172,12 @@ class ReplyFormat:
 
     def split(self, raw: str) -> tuple[str, str] | None:
         """(text, calls): calls alone, or text and then calls in a marked form (a tag, a fence);
-        ``None`` when the reply is a text answer. Free output is all "calls" for the tolerant parser."""
+        ``None`` when the reply is a text answer, or is not whole in the grammar (cut inside a
+        call: ``parse(strict=True)`` refuses it). Free output is all "calls" for the tolerant parser."""
+        split = self._split(raw)
+        return split if isinstance(split, tuple) else None
+
+    def _split(self, raw: str) -> tuple[str, str] | _Cut | None:
         grammar = self.answer_grammar
         if grammar is None:
             return "", raw
@@ -181,9 +195,7 @@ class ReplyFormat:
             found = [i for m in node.markers if (i := raw.find(m)) >= 0]
             if found and matches(grammar, raw):
                 return raw[: min(found)], raw[min(found):]
-        # Outside the grammar's language: a reply cut inside a call (by a stop string, an engine),
-        # never a text answer: what it holds may be a call.
-        raise ToolCallParseError("the reply stopped inside a call: it is not whole in its grammar", raw)
+        return _CUT
 
     def cut_inside_call(self, raw: str) -> bool:
         """Whether a reply that ``max_tokens`` ended stopped inside a call (not inside reasoning:
@@ -197,15 +209,21 @@ class ReplyFormat:
             return not matches(self.answer_grammar, raw)
         return any(o in raw for o in (self.family.call_start, BARE_CALL_OPENING, *self.call_openings) if o)
 
-    def parse(self, raw: str) -> ParsedReply:
+    def parse(self, raw: str, *, strict: bool = False) -> ParsedReply:
         """The reply as reasoning, content and calls. Reasoning is never read for calls. A text
         answer stays as written, whatever JSON it quotes; calls in any of the family's forms
         (tagged, fenced, bare, a list; any layout), perhaps after text, are read by the tolerant
-        parser."""
+        parser. ``strict``: a constrained reply that is not whole in its grammar (a stop string or
+        an engine cut it inside a call) raises ``ToolCallParseError``, never reads as text: what
+        a turn hands out is read so; its decisions read partial replies too."""
         reasoning, raw, closed = self.split_reasoning(raw)
         # A thought cut before it ended has no answer yet; an empty answer holds no call.
-        split = self.split(raw) if closed and raw.strip() else None
-        if split is None:
+        split = self._split(raw) if closed and raw.strip() else None
+        if split is _CUT:
+            if strict:
+                raise ToolCallParseError("the reply stopped inside a call: it is not whole in its grammar", raw)
+            split = None
+        if not isinstance(split, tuple):
             return ParsedReply(content=self._text(raw), reasoning=reasoning or "")
         parsed = parse_reply(split[1], self.family, tolerant=True, schemas=self.schemas)
         content = "\n\n".join(p for p in (self._text(split[0]), parsed.content) if p)

@@ -1075,7 +1075,8 @@ class Model:
         mention; ``made``: the turn's decisions so far."""
         first = run.first if run.first is not gen else None
         latency = time.perf_counter() - run.started
-        parsed = fmt.parse(raw)
+        # What the turn hands out: a reply cut inside a call is never read as text.
+        parsed = fmt.parse(raw, strict=True)
         parsed_content = parsed.content
         calls, settled = _settled(parsed.tool_calls, fmt, decisions, messages)
         made = [*made, *settled]
