@@ -255,9 +255,12 @@ def test_openai_agents_sdk_runs_its_loop(qwen_url: str, api: str) -> None:
     assert "pro" in str(result.final_output).lower()
 
 
-def test_smolagents_tool_calling_agent_answers_with_its_final_answer_tool(qwen_url: str) -> None:
+@pytest.mark.parametrize("unrelated", [False, True], ids=["one tool", "beside an unrelated tool"])
+def test_smolagents_tool_calling_agent_answers_with_its_final_answer_tool(qwen_url: str, unrelated: bool) -> None:
     # smolagents' ToolCallingAgent asks for a call every step (tool_choice "required") and ends only
-    # with its final_answer tool: the same get_customer call again would go on until max_steps.
+    # with its final_answer tool: the same get_customer call again would go on until max_steps. A
+    # repeat the model still writes after the repairs ends in a call to another tool (its
+    # final_answer), never in an error that kills the agent.
     from smolagents import OpenAIServerModel, ToolCallingAgent, tool
 
     @tool
@@ -269,8 +272,18 @@ def test_smolagents_tool_calling_agent_answers_with_its_final_answer_tool(qwen_u
         """
         return json.dumps(_get_customer(customer_id))
 
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather in a city.
+
+        Args:
+            city: The city's name.
+        """
+        return json.dumps({"city": city, "weather": "sunny"})
+
     model = OpenAIServerModel(model_id="qwen", api_base=qwen_url, api_key="none")
-    agent = ToolCallingAgent(tools=[get_customer], model=model, max_steps=4, verbosity_level=0)
+    tools = [get_customer, get_weather] if unrelated else [get_customer]
+    agent = ToolCallingAgent(tools=tools, model=model, max_steps=4, verbosity_level=0)
     answer = agent.run(QUESTION)
     calls = [c for step in agent.memory.steps for c in getattr(step, "tool_calls", None) or []]
     # One lookup, then its final answer, grounded in the record. smolagents writes the call into the
