@@ -342,3 +342,16 @@ def test_a_hostile_schema_gets_a_typed_400_in_its_budget_while_others_are_answer
     assert max(health) < 0.5, health
     assert good.status_code == 200 and good.json()["choices"][0]["message"]["tool_calls"], good.text
     assert good_seconds < budget + 1
+
+
+@pytest.mark.parametrize("depth", [1200, 3000])
+def test_the_library_raises_a_typed_error_for_a_reply_past_what_the_parser_reads(depth: int) -> None:
+    from localtools import ToolCallParseError
+
+    tree = {"anyOf": [{"type": "integer"}, {"type": "array", "items": {"$ref": "#/$defs/t"}}]}
+    parameters = {**params({"v": {"$ref": "#/$defs/t"}}), "$defs": {"t": tree}}
+    reply = CALL.format(args='{"v": ' + nest(depth, "array") + "}")
+    with pytest.raises(ToolCallParseError, match="deeper than the parser reads"):
+        Model(ScriptedBackend([reply] * 4), family="qwen2.5").chat([{"role": "user", "content": "go"}],
+                                                                    [spec(parameters)], tool_choice="required",
+                                                                    max_tokens=100_000)

@@ -104,7 +104,7 @@ def _call_from(obj: Any, family: Family, raw: str) -> ToolCall | None:
     if isinstance(args, str):
         try:
             args = json.loads(args) if args.strip() else {}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             raise ToolCallParseError("a call's arguments are a string that is not JSON", raw) from None
     if not isinstance(args, dict):
         raise ToolCallParseError(f"a call's arguments must be a JSON object, got {type(args).__name__}", raw)
@@ -216,7 +216,7 @@ def _tagged_value(text: str, at: int, family: Family, raw: str) -> tuple[Any, in
     except json.JSONDecodeError as exc:
         raise ToolCallParseError(f"a {start} block does not hold valid JSON ({exc.msg})", raw) from None
     except RecursionError:
-        raise ToolCallParseError(f"a {start} block nests its JSON too deep to read", raw) from None
+        raise ToolCallParseError(f"a {start} block nests its JSON deeper than the parser reads", raw) from None
     while j < len(text) and text[j].isspace():
         j += 1
     if text.startswith(end, j):
@@ -502,7 +502,7 @@ def _pattern_calls(text: str, family: Family, schemas: Mapping[str, Any], raw: s
             name = head.group("name") if "name" in head.groupdict() else json.loads(head.group("qname"))
             try:
                 args, pos = read_args(family.args_syntax, text, head.end(), schemas.get(name), family.arg_tags)
-            except (ValueError, json.JSONDecodeError):
+            except (ValueError, RecursionError):
                 raise ToolCallParseError(f"the arguments of {_named(name, schemas)} do not parse", raw) from None
             tail = shape.tail.match(text, pos)
             if tail is None:

@@ -9,9 +9,9 @@ import time
 from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache, partial
+from functools import lru_cache, partial, wraps
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import (
     DisguisedCall,
@@ -276,6 +276,22 @@ class _Decoding:
         return gen
 
 
+_Chat = TypeVar("_Chat", bound=Callable[..., Any])
+
+
+def _nesting_typed(chat: _Chat) -> _Chat:
+    """A reply nested past what Python's parsers read (only a recursive schema admits one: the
+    grammar bounds a free value) is a ``ToolCallParseError``, never a ``RecursionError``."""
+    @wraps(chat)
+    def typed(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return chat(*args, **kwargs)
+        except RecursionError:
+            raise ToolCallParseError("the reply nests arrays and objects deeper than the parser reads; no call was "
+                                     "read from it", "") from None
+    return typed  # type: ignore[return-value]
+
+
 class Model:
     """Renders prompts, builds grammars and parses replies for one backend.
 
@@ -389,6 +405,7 @@ class Model:
         return reply_format(family, specs, tool_choice, parallel_tool_calls, constrained=constrained, stop=stop,
                             reasoning=reasoning, answer_schema=answer_schema, calls=calls)
 
+    @_nesting_typed
     def chat(
         self,
         messages: list[dict[str, Any]],

@@ -203,12 +203,6 @@ def _answer(model: Model, request: ChatRequest, cancel: threading.Event,
     except GenerationTruncated as exc:
         log.info("a call was cut at max_tokens=%d; answering with finish_reason 'length'", exc.max_tokens)
         return ChatResult(content="", finish_reason="length", prompt_tokens=0, completion_tokens=request.max_tokens)
-    except RecursionError:
-        # A reply nested past what Python's parser reads: a free value cannot be (the grammar
-        # bounds it, MAX_VALUE_DEPTH), a recursive schema's can. No call is read from it.
-        log.warning("a reply nested too deeply to parse; answering 502")
-        raise ToolCallParseError("the reply nests arrays and objects deeper than the parser reads; no call was read "
-                                 "from it", "") from None
     except ToolCallParseError as exc:
         # A call nobody may run, or a reply that could not be read as the grammar reads it: a typed
         # error (422, 502), never the model's text as the answer: it may hold a call.
