@@ -60,3 +60,32 @@ def test_the_sdist_is_downloaded_once_for_the_build_and_the_templates(monkeypatc
     second = _engines._sdist(second_work, lambda line: None)
     assert first == second and first.read_bytes() == b"sdist" and len(downloads) == 1
     assert first.parent == tmp_path / "cache" / "engines"
+
+
+def test_the_build_links_the_bindings_ggml_and_a_binary_whose_ggml_is_gone_is_built_again(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    prefix = tmp_path / "site-packages"
+    (prefix / "lib" / "cmake" / "ggml").mkdir(parents=True)
+    monkeypatch.setattr(_engines, "binding_ggml", lambda: prefix)
+    options = _engines._cmake_options()
+    assert "-DLLAMA_USE_SYSTEM_GGML=ON" in options and f"-DCMAKE_PREFIX_PATH={prefix}" in options
+    with_binding = _engines._build_key()
+    monkeypatch.setattr(_engines, "binding_ggml", lambda: None)
+    assert _engines._cmake_options() == _engines._CMAKE_OPTIONS and _engines._build_key() != with_binding
+
+    dest = tmp_path / "engines" / "llama-server-x" / "llama-server"
+    dest.parent.mkdir(parents=True)
+    dest.write_text("binary")
+    (dest.parent / "ggml-from").write_text(str(prefix))
+    monkeypatch.setattr(_engines, "_binary_path", lambda version=_engines.LLAMA_CPP_PYTHON: dest)
+    monkeypatch.delenv(_engines.BINARY_ENV, raising=False)
+    (prefix / "lib" / "libggml-base.so").write_text("lib")
+    assert _engines.built_llama_server() == dest
+    (prefix / "lib" / "libggml-base.so").unlink()  # the binding was removed: the binary would not start
+    assert _engines.built_llama_server() is None
+
+
+def test_the_installed_binding_offers_its_ggml() -> None:
+    pytest.importorskip("llama_cpp")
+    prefix = _engines.binding_ggml()
+    assert prefix is not None and (prefix / "lib" / "cmake" / "ggml" / "ggml-config.cmake").is_file()

@@ -44,11 +44,41 @@ _CMAKE_OPTIONS = (
 
 def _build_key() -> str:
     """The build is tuned for this CPU (GGML_NATIVE), so a cache shared between machines keeps one
-    per CPU; and one per set of build options."""
+    per CPU; and one per set of build options (with the ggml it links, when it takes the binding's)."""
     from ._machine import cpu_flags
 
     flags = ",".join(sorted(cpu_flags()))
-    return hashlib.sha256(f"{platform.machine()}|{flags}|{' '.join(_CMAKE_OPTIONS)}".encode()).hexdigest()[:12]
+    options = " ".join(_cmake_options())
+    return hashlib.sha256(f"{platform.machine()}|{flags}|{options}".encode()).hexdigest()[:12]
+
+
+def binding_ggml() -> Path | None:
+    """Where the llama-cpp binding installed ggml as a CMake package (its ``lib/cmake/ggml``, the
+    shared libraries and headers beside it), when it is the release llama-server is built from:
+    the build links that ggml instead of compiling it again (the largest part of llama.cpp). The
+    binding compiled it for this machine when it was installed."""
+    try:
+        from importlib.metadata import PackageNotFoundError, distribution
+    except ImportError:  # pragma: no cover - Python 3.11 has it
+        return None
+    try:
+        dist = distribution("llama_cpp_python")
+    except PackageNotFoundError:
+        return None
+    if dist.version != LLAMA_CPP_PYTHON:
+        return None
+    prefix = Path(str(dist.locate_file(""))).resolve()
+    config = prefix / "lib" / "cmake" / "ggml" / "ggml-config.cmake"
+    return prefix if config.is_file() and any((prefix / "lib").glob("libggml-cpu.*")) else None
+
+
+def _cmake_options() -> tuple[str, ...]:
+    prefix = binding_ggml()
+    if prefix is None:
+        return _CMAKE_OPTIONS
+    # The binary then loads the binding's ggml from there (its build RPATH): a binding removed or
+    # rebuilt elsewhere is another key, so another build.
+    return (*_CMAKE_OPTIONS, "-DLLAMA_USE_SYSTEM_GGML=ON", f"-DCMAKE_PREFIX_PATH={prefix}")
 
 
 def _binary_path(version: str = LLAMA_CPP_PYTHON) -> Path:
@@ -64,14 +94,25 @@ def built_llama_server() -> Path | None:
             raise UsageError(f"${BINARY_ENV} is {env!r}, which is no executable file")
         return path
     path = _binary_path()
-    return path if path.is_file() else None
+    return path if path.is_file() and _links_resolve(path) else None
+
+
+def _links_resolve(binary: Path) -> bool:
+    """Whether the shared libraries a built binary takes from outside it (the binding's ggml) are
+    still where it was linked against them."""
+    marker = binary.with_name("ggml-from")
+    if not marker.is_file():
+        return True
+    lib = Path(marker.read_text(encoding="utf-8").strip()) / "lib"
+    return any(lib.glob("libggml-base.*"))
 
 
 def build_llama_server(*, force: bool = False, jobs: int | None = None,
                        progress: Callable[[str], None] = lambda line: None) -> Path:
     """Build llama-server (its target alone) from llama-cpp-python's sdist and cache it; return its path.
 
-    Takes minutes (most of it compiling ggml and llama.cpp); a second call returns the cached binary.
+    Takes minutes (most of it compiling ggml and llama.cpp; ggml is the binding's where it has the
+    same release: ``binding_ggml``); a second call returns the cached binary.
     Needs cmake, a C++ compiler and pip's access to PyPI for the sdist.
     """
     if not force and (found := built_llama_server()) is not None:
@@ -118,8 +159,10 @@ def _build(dest: Path, jobs: int | None, progress: Callable[[str], None]) -> Non
         progress("unpacking llama.cpp's sources")
         source = _unpack_llama_cpp(sdist, work / "src")
         build = work / "build"
-        progress("configuring (cmake)")
-        _run(["cmake", "-S", str(source), "-B", str(build), *_CMAKE_OPTIONS], "cmake", progress=None)
+        options = _cmake_options()
+        prefix = binding_ggml()
+        progress("configuring (cmake)" + (f"; ggml from the llama-cpp binding at {prefix}" if prefix else ""))
+        _run(["cmake", "-S", str(source), "-B", str(build), *options], "cmake", progress=None)
         progress(f"compiling llama-server with {jobs or os.cpu_count() or 1} jobs (minutes)")
         _run(["cmake", "--build", str(build), "--target", "llama-server", "-j", str(jobs or os.cpu_count() or 1)],
              "cmake --build", progress=progress)
@@ -131,6 +174,11 @@ def _build(dest: Path, jobs: int | None, progress: Callable[[str], None]) -> Non
         # once each move a whole one into place.
         partial = dest.with_name(f"{dest.name}.{os.getpid()}.partial")
         shutil.copy2(built, partial)
+        marker = dest.with_name("ggml-from")
+        if prefix is not None:
+            marker.write_text(str(prefix), encoding="utf-8")
+        else:
+            marker.unlink(missing_ok=True)
         partial.replace(dest)
 
 
