@@ -306,8 +306,9 @@ def _deep(levels: int) -> dict[str, Any]:
 
 @pytest.mark.parametrize(("parameters", "keyword"), [
     (_deep(200), ""),
-    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "\\u{zz}"}}}, "regex"),
-    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "^((a|a)*|b{300})$"}}}, "pattern"),
+    # A pattern no ECMA-262 reader takes: named, path and all (patterns the linear matcher reads
+    # safely, which a backtracking engine would not, are taken: tests/test_hostile.py).
+    ({"type": "object", "properties": {"s": {"type": "string", "pattern": "\\u{zz}"}}}, "names no code point"),
 ])
 def test_serve_answers_an_adversarial_schema_with_a_400_naming_it(parameters: dict[str, Any], keyword: str) -> None:
     tool = {"type": "function", "function": {"name": "f", "parameters": parameters}}
