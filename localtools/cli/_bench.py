@@ -65,6 +65,10 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--greedy", action="store_true",
                        help="constrained modes settle every choice the grammar leaves by the greedy token, instead of "
                        "the catalog's thresholds for the model (docs/decisions.md)")
+    bench.add_argument("--decisions", action="append", metavar="PROFILE|LEVERS",
+                       help="each constrained mode once per setting of the decisions (repeatable): a profile (default, "
+                            "greedy, bfcl, calibrated) or levers as models.txt writes them (form=0.0001,distinct); "
+                            "labelled by the setting")
     bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), guess (calls whose required values the conversation lacks, on a share under the "
@@ -236,6 +240,18 @@ def _bench_pooled(args: argparse.Namespace) -> int:
     return 0
 
 
+def _setting_modes(settings: list[str], modes: list[Any]) -> list[Any]:
+    """Each constrained mode once per setting of the decisions (``resolve_decisions``), labelled by it."""
+    from dataclasses import replace
+
+    from ..model._decide import Decisions
+    from ..model._load import resolve_decisions
+
+    return [m for mode in modes for m in (
+        [replace(mode, decisions=resolve_decisions(setting, mode.model) or Decisions(), lever=setting)
+         for setting in dict.fromkeys(settings)] if mode.constrained else [mode])]
+
+
 #: The levers --lever names.
 _LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "percent", "option", "shape",
            "held", "fit", "distinct", "ground", "samples", "all", "all+samples")
@@ -387,12 +403,16 @@ def main(args: argparse.Namespace) -> int:
         for choice in choices for decoding in (args.mode or ["free", "constrained"])]
     models: dict[tuple[str, str], Any] = {} if args.peers_only else _bench_models(args, names, backends)
     peers, peer_modes = _bench_peers(args, names, choices)
+    if args.decisions:
+        if args.levers or args.greedy:
+            raise UsageError("--decisions names each setting to run: it does not go with --levers or --greedy")
+        modes = _setting_modes(args.decisions, modes)
     if args.levers:
         modes = _lever_modes(args, modes, models)
         if args.split == "report":
             cases = _apart_from_calibration(cases, names)
     deciding = {f"{name} {backend}": _decides(model.decisions) for (name, backend), model in models.items()}
-    if not args.levers:
+    if not args.levers and not args.decisions:
         for label, how in deciding.items():
             print(f"note: {label} constrained decides {how}", file=sys.stderr)
     models.update(peers)

@@ -24,6 +24,7 @@ from .._errors import UsageError
 from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Ahead, Grammar, lookahead, matches
+from ._reading import UNSPACED, normal, plain, runs, unspaced, words
 
 __all__ = ["CALIBRATED", "SWITCHES", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
            "as_fraction", "asking", "branch_shares", "content_text", "conversation_text", "covers", "cut_word",
@@ -50,9 +51,10 @@ class DecisionPoint(StrEnum):
     #: Under tool_choice "auto": calls whose required values the conversation does not hold,
     #: made on a share under the ``guess`` threshold, answered in text instead.
     GUESS = "guess"
-    #: After a refused guess, the text the model wrote was a call again: the answer asks for the
-    #: values it would have guessed instead (``asking``), or says its tools do not do what was asked
-    #: (``refusing``, after a refused ``FIT``).
+    #: After a refused guess, the text the model wrote was a call again: the model is told to ask
+    #: for the values it would have guessed (``asking``), or that its tools do not do what was asked
+    #: (``refusing``, after a refused ``FIT``), and writes its answer again in its own words; taken
+    #: when that answer is text (``before``: the call it wrote, ``after``: its answer), else the calls stand.
     ASK = "ask"
     #: Under tool_choice "auto": calls only to tools nothing in the conversation speaks of (``unfit``),
     #: made on a share under the ``fit`` threshold, answered in text instead.
@@ -74,6 +76,9 @@ class DecisionPoint(StrEnum):
     #: the repairs: left out, the turn ends in the reply's other calls or, under "auto", in the
     #: model's answer under the text branch (``calls``: how many were left out).
     REPEAT = "repeat"
+    #: A string argument whose description states its form (``stated_shape``: a date format, a
+    #: city and its state) written under that form as its pattern (``after``: the value written).
+    SHAPE = "shape"
 
 
 @dataclass(frozen=True)
@@ -217,8 +222,12 @@ class Decision:
     #: The reply's text when it was made (``MORE``, ``FORM``): the reply the turn ends with if it is not
     #: taken; for ``FORM``, only its opening where the reply stopped as it began a single call.
     reply: str = ""
-    #: The argument left out (``GROUND``): ``tool.argument``.
+    #: The argument it is about (``GROUND``, ``PERCENT``, ``OPTION``...): ``tool.argument``.
     argument: str = ""
+    #: What the decision changed, as JSON text: the value (or the reply's text) before and after;
+    #: ``None`` where there was none (an argument left out has no ``after``, one added no ``before``).
+    before: str | None = None
+    after: str | None = None
 
 
 #: Whether a branch can still follow: (the reply's text so far, a token's text after it, whether the
@@ -331,7 +340,7 @@ def distinct(keys: Sequence[str]) -> tuple[list[int], list[Decision]]:
 
 
 def _plain(text: str) -> str:
-    return " ".join(text.lower().split())
+    return plain(text)
 
 
 def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
@@ -506,7 +515,7 @@ _STEM = 5
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", text.lower())
+    return words(text)
 
 
 def _stem(word: str) -> str:
@@ -544,8 +553,13 @@ def _mentioned(value: Any, conversation: str, stems: frozenset[str], schema: Map
                                    for k, v in value.items())
     if isinstance(value, str) and _CODE.fullmatch(value.strip()):
         return _abbreviated(value.strip().lower(), _words(conversation))
-    words = _words(value) if isinstance(value, str) else []
-    return bool(words) and all(_stem(w) in stems for w in words)
+    if isinstance(value, str) and unspaced(value):
+        # A script without spaces has no word boundaries to stem at: each of the value's runs in
+        # it is said where the conversation writes that run as it is ("北京", not "京" and "北" apart).
+        spaced = _words(re.sub("|".join(map(re.escape, runs(value))), " ", _plain(value)))
+        return all(run in conversation for run in runs(value)) and all(_stem(w) in stems for w in spaced)
+    found = _words(value) if isinstance(value, str) else []
+    return bool(found) and all(_stem(w) in stems for w in found)
 
 
 #: Words of an argument's name that say nothing of what it is about ("include_history").
@@ -651,8 +665,12 @@ _GENERIC = frozenset({
 def _content(text: str) -> frozenset[str]:
     """The stems (``_stem``) of ``text``'s words that say what it is about (``_GENERIC`` and
     numbers aside); a name's parts count as words ("calculate_ROI", "getWeather")."""
-    words = _words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text))
-    return frozenset(_stem(w) for w in words if len(w) > 2 and w not in _GENERIC and not w.isdigit())
+    spaced = _words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text))
+    # In a script without spaces a word is read as each pair of characters in a row ("天气" of
+    # "北京今天天气"): one character says too little, and no dictionary says where words end.
+    pairs = {run[i:i + 2] for run in runs(text) for i in range(len(run) - 1)}
+    return frozenset({_stem(w) for w in spaced if len(w) > 2 and w not in _GENERIC and not w.isdigit()
+                      and not unspaced(w)} | pairs)
 
 
 def _tool_content(name: str, description: str) -> frozenset[str]:
@@ -779,22 +797,23 @@ class Grounds:
 
 
 def refusing(tools: Sequence[str]) -> str:
-    """A text answer for a turn whose only calls were to ``tools`` that do not do what was asked
-    (``unfit``)."""
+    """The note a model is given for a turn whose only calls were to ``tools`` that do not do what
+    was asked (``unfit``): to answer in text, in its own words and the user's language."""
     names = _listed([f"`{name}`" for name in tools])
-    return (f"I can't do that with the tools I have: {names} {'does' if len(tools) == 1 else 'do'} something "
-            "else.")
+    return (f"Your tools cannot do what the user's last message asks ({names} "
+            f"{'does' if len(tools) == 1 else 'do'} something else). Do not call a tool: tell the user so in "
+            "plain text, in the language of their message.")
 
 
 def asking(missing: Sequence[tuple[str, str]]) -> str:
-    """A text answer that asks for the ``missing`` values (``unheld``) instead of guessing them."""
+    """The note a model is given to ask for the ``missing`` values (``unheld``) instead of guessing
+    them: in its own words and the user's language."""
     by_tool: dict[str, list[str]] = {}
     for name, key in missing:
         by_tool.setdefault(name, []).append(f"`{key}`")
     needs = "; ".join(f"`{name}` needs {_listed(keys)}" for name, keys in by_tool.items())
-    many = len(missing) > 1
-    return (f"I can't answer that without guessing: {needs}, and the conversation does not give "
-            f"{'them' if many else 'it'}. What should {'they' if many else 'it'} be?")
+    return (f"The conversation does not give the values a call would need ({needs}). Do not call a tool and "
+            "do not guess them: ask the user for them in plain text, in the language of their message.")
 
 
 def _listed(items: Sequence[str]) -> str:
@@ -1000,9 +1019,12 @@ _PLURALS = frozenset({"s", "es"})
 _CLOSERS = ".,;:!?\"')]}"
 
 
+#: A letter of a spaced script: a number written against one is part of a code ("A5"); against a
+#: character of a script without spaces ("增长5%") it is a number.
+_LETTER = rf"(?![{UNSPACED}])[^\W\d]"
 _SCALES = {"thousand": 10**3, "k": 10**3, "million": 10**6, "m": 10**6, "mn": 10**6, "billion": 10**9,
            "bn": 10**9, "trillion": 10**12}
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:(%)|\s?(thousand|million|billion|trillion)\b|"
+_NUMBER = re.compile(rf"(?<!{_LETTER}|[\d.])(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?(?:(%)|\s?(thousand|million|billion|trillion)\b|"
                      r"(k|m|mn|bn)\b)?", re.IGNORECASE)
 #: A number the reply is writing, at its end, where a value starts (JSON or a call's keywords).
 _WRITING = re.compile(r"(?:^|[:=\[(,])\s*(-?\d+(?:\.\d*)?)$")
@@ -1016,7 +1038,7 @@ def numbers_in(conversation: str) -> frozenset[str]:
     commas ("$400,000" is 400000), times their scale word ("50 million" is 50000000, and 50 as
     written), a percentage also as its fraction ("5%" is 5 and 0.05)."""
     out: set[str] = set()
-    for m in _NUMBER.finditer(conversation):
+    for m in _NUMBER.finditer(normal(conversation)):
         whole, part, percent, word, short = m.groups()
         written = whole.replace(",", "") + (part or "")
         out.add(written)
@@ -1042,13 +1064,20 @@ def as_fraction(key: str, value: Any, schema: Mapping[str, Any], conversation: s
     percentage (a tool that takes "the rate in percentage" takes 5), and where the places the
     conversation writes it as a whole number are percentages: those within a few words after one
     of the key's own words ("rate", "discount") where there are such, else every one ("5%" and
-    "5 years" with no word of the key near either are left alone). ``None`` where it stands as written."""
+    "5 years" with no word of the key near either are left alone). Never for a schema whose range
+    reaches past 1 (a ``maximum`` of 100 takes percentages as written) or that the fraction would
+    break (under its ``minimum``, not its ``multipleOf``). ``None`` where it stands as written."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or \
             not isinstance(schema, Mapping) or schema.get("type") == "integer":
+        return None
+    top = [b for b in (schema.get("maximum"), schema.get("exclusiveMaximum"))
+           if isinstance(b, int | float) and not isinstance(b, bool)]
+    if any(b > 1 for b in top):
         return None
     if _PERCENT_WORDS.search(key) or _PERCENT_WORDS.search(str(schema.get("description") or "")):
         return None
     keys = {_stem(w) for w in _key_words(key)}
+    conversation = normal(conversation)  # "５％" is "5%"
     places: list[tuple[bool, bool]] = []
     for m in _NUMBER.finditer(conversation):
         whole, part, sign, word, short = m.groups()
@@ -1063,7 +1092,20 @@ def as_fraction(key: str, value: Any, schema: Mapping[str, Any], conversation: s
     judged = [percent for percent, close in places if close] or [percent for percent, _ in places]
     if not judged or not all(judged):
         return None
-    return float(_plain_number(float(value) / 100))
+    fraction = float(_plain_number(float(value) / 100))
+    return fraction if _within(fraction, schema) else None
+
+
+def _within(x: float, schema: Mapping[str, Any]) -> bool:
+    """Whether the number ``x`` keeps ``schema``'s bounds and ``multipleOf``."""
+    def bound(key: str) -> float | None:
+        b = schema.get(key)
+        return float(b) if isinstance(b, int | float) and not isinstance(b, bool) else None
+
+    low, high, above, below, step = (bound(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                                        "multipleOf"))
+    return (low is None or x >= low) and (high is None or x <= high) and (above is None or x > above) and \
+        (below is None or x < below) and (step is None or step <= 0 or abs(x / step - round(x / step)) < 1e-9)
 
 
 def _key_words(key: str) -> list[str]:
@@ -1168,7 +1210,8 @@ def cut_word(value: str, conversation: str, tools: str = "") -> list[str]:
     value ``tools`` (the offered tools' own text) writes whole and the word goes on with letters or
     digits: an abbreviation the tool takes ("asc" where "ascending" is said), where a word that goes
     on with marks alone is another token ("C" of "C#", though the tool's examples write 'C')."""
-    if not value or value[-1].isspace():
+    if not value or value[-1].isspace() or unspaced(value[-1]):
+        # A script without spaces has no word ends to read: every character "goes on inside a word".
         return []
     abbreviation = bool(re.search(rf"(?<!\w){re.escape(value)}(?!\w)", tools))
     rests: list[str] = []

@@ -50,12 +50,26 @@ from ._decide import (
     said,
     shaped,
     spoken_options,
+    stated_shape,
     telling,
     uncovered,
     ungrounded,
     ungrounded_items,
 )
-from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnCheck, TurnDone
+from ._stream import (
+    ANSWER,
+    DisguiseCaught,
+    ReasoningDelta,
+    ReplyStream,
+    SchemaRepair,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    TurnCheck,
+    TurnDone,
+)
 from ._turn import ChatResult
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
@@ -186,9 +200,18 @@ def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | Non
     ``decisions.ground`` leaves out the optional arguments (and a list's items) ``messages`` never
     mention; with a decision for each thing changed."""
     made: list[Decision] = []
+    if decisions is not None and decisions.shape:
+        for call in calls:
+            schema = fmt.schemas.get(call.name) or {}
+            props = schema.get("properties") if isinstance(schema, Mapping) else None
+            props = props if isinstance(props, Mapping) else {}
+            made += [Decision(DecisionPoint.SHAPE, None, None, True, argument=f"{call.name}.{key}", after=_json(value))
+                     for key, value in call.arguments.items() if _shaped(props.get(key))]
     if decisions is not None and decisions.distinct and len(calls) > 1:
         kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
-        calls, made = [calls[i] for i in kept], [*made, *dropped]
+        made = [*made, *(replace(d, argument=calls[d.calls].name, before=_json(calls[d.calls].arguments))
+                         for d in dropped)]
+        calls = [calls[i] for i in kept]
     if decisions is not None and decisions.percent and calls:
         written, fractions = said(messages), []
         for call in calls:
@@ -197,8 +220,9 @@ def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | Non
             props = props if isinstance(props, Mapping) else {}
             fixed = {k: f for k, v in call.arguments.items()
                      if (f := as_fraction(k, v, props.get(k) or {}, written)) is not None}
-            made = [*made, *(Decision(DecisionPoint.PERCENT, None, None, True, argument=f"{call.name}.{key}")
-                             for key in fixed)]
+            made = [*made, *(Decision(DecisionPoint.PERCENT, None, None, True, argument=f"{call.name}.{key}",
+                                      before=_json(call.arguments[key]), after=_json(fraction))
+                             for key, fraction in fixed.items())]
             fractions.append(replace(call, arguments={**call.arguments, **fixed}) if fixed else call)
         calls = fractions
     if decisions is not None and decisions.ground and calls:
@@ -209,15 +233,52 @@ def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | Non
             loose = [k for k in ungrounded(call.name, call.arguments, schema, text) if k not in apart[call.name]]
             args = {k: v for k, v in call.arguments.items() if k not in loose}
             extra = ungrounded_items(args, schema, text)
-            made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}")
+            made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}",
+                                      before=_json(call.arguments[key]))
                              for key in loose),
-                    *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}/{i}")
+                    *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}/{i}",
+                               before=_json(args[key][i]))
                       for key, at in extra.items() for i in at)]
             for key, at in extra.items():
                 args[key] = [v for i, v in enumerate(args[key]) if i not in at]
             trimmed.append(replace(call, arguments=args) if loose or extra else call)
         calls = trimmed
     return calls, made
+
+
+def _decodes_again(decisions: Decisions | None, reads: bool) -> bool:
+    """Whether ``decisions`` may decode a turn again after its first reply: ``samples`` on any
+    backend; ``more``, ``form``, ``guess``, ``fit``, ``held``, ``option``, ``cover`` where the
+    backend gives its distribution (``reads``). Such a turn is decided whole."""
+    if decisions is None:
+        return False
+    return decisions.samples > 1 or (reads and (
+        decisions.more is not None or decisions.form is not None or decisions.guess is not None or
+        decisions.fit is not None or decisions.held or decisions.option or decisions.cover))
+
+
+def _replay(result: ChatResult, on_event: Callable[[StreamEvent], None]) -> None:
+    """A decided turn's events, as a stream of it sends them: its reasoning, its text, each call."""
+    if result.reasoning:
+        on_event(ReasoningDelta(result.reasoning))
+    if result.content:
+        on_event(TextDelta(result.content))
+    for index, call in enumerate(result.tool_calls):
+        on_event(ToolCallStarted(index, call.id, call.name))
+        on_event(ToolCallDelta(index, json.dumps(call.arguments, ensure_ascii=False)))
+        on_event(ToolCallDone(index, call))
+
+
+def _shaped(prop: Any) -> bool:
+    """Whether ``prop``'s pattern is the one ``shape`` gave it (``stated_shape``), not its own."""
+    if not isinstance(prop, Mapping) or not isinstance(prop.get("pattern"), str):
+        return False
+    return stated_shape({k: v for k, v in prop.items() if k != "pattern"}) == prop["pattern"]
+
+
+def _json(value: Any) -> str:
+    """A value as a decision records it: JSON text, as the call carries it."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _answer_prompt_seconds(run: _Decoding, gen: Generation, first: Generation | None) -> float:
@@ -495,6 +556,19 @@ class Model:
             thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event,
             answer_schema=answer_schema, decisions=self.decisions if decisions is None else decisions)
         specs = _specs(tools)
+        # Levers that decode a turn again (another call, its form, a refused guess, a vote) decide on
+        # the whole reply: a stream sends such a turn once it is decided, so that a request decides
+        # the same way streamed or not. Repairs are announced as they happen.
+        whole_turn = on_event is not None and constrained and bool(specs) and tool_choice != "none" and \
+            _decodes_again(options["decisions"], self.backend.capabilities.next_tokens)
+        if whole_turn:
+            options["on_event"] = None
+
+        def done(result: ChatResult) -> ChatResult:
+            if whole_turn and on_event is not None:
+                _replay(result, on_event)
+            return result
+
         if not constrained:
             free = self._turn(messages, specs, **options)  # free output is the model's own, for comparing
             # Unchecked, yet only JSON leaves: a constrained call's check says the same and has it repaired.
@@ -555,15 +629,15 @@ class Model:
             answer_bad = checked.answer(result)
             bad += answer_bad
             if not bad:
-                return replace(result, schema_repairs=repairs, disguise_retries=disguises) if repairs or disguises \
-                    else result
+                return done(replace(result, schema_repairs=repairs, disguise_retries=disguises)
+                            if repairs or disguises else result)
             if repairs == schema_retries:
                 if all(v.keyword == REPEAT for v in bad):
                     # A repeat is refused by the conversation, not by the schema: the turn ends in
                     # what the model can still do, never in an error to the client.
                     ended = self._without_repeats(result, found, history, specs, checked, bars, options, choice)
                     if ended is not None:
-                        return replace(ended, schema_repairs=repairs, disguise_retries=disguises)
+                        return done(replace(ended, schema_repairs=repairs, disguise_retries=disguises))
                 raise SchemaViolation(bad, result.raw, repairs)
             repairs += 1
             if on_event is not None:
@@ -637,6 +711,11 @@ class Model:
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
                              thinking=thinking, template_kwargs=template_kwargs)
+
+        def reprompt(note: str) -> Prompt:
+            # The same turn with a note to the model first in its system message.
+            return self.render(with_system(messages, note), specs, parallel_tool_calls=parallel_tool_calls,
+                               tool_choice=tool_choice, thinking=thinking, template_kwargs=template_kwargs)
         if callable_tools is not None:
             specs = [s for s in specs if s["function"]["name"] in callable_tools]
         if reasoning_budget is not None and reasoning_budget < 1:
@@ -731,7 +810,7 @@ class Model:
             decisions.cover or decisions.held else None
         if grounds is not None:
             gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
-                              max_tokens=max_tokens, penalties=penalties)
+                              max_tokens=max_tokens, penalties=penalties, reprompt=reprompt)
         if grounds is not None and decisions.held:
             gen = self._held(run, prompt, whole, gen, thought, made, later, grounds, max_tokens=max_tokens,
                              penalties=penalties)
@@ -777,7 +856,9 @@ class Model:
                 continue
             tried = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
             taken = adds_option(calls, tried, name, key, whole.schemas.get(name) or {}, conversation)
-            made.append(Decision(DecisionPoint.OPTION, None, None, taken, len(calls), gen.text, f"{name}.{key}"))
+            added = next((args[key] for n, args in tried if n == name and key in args), None) if taken else None
+            made.append(Decision(DecisionPoint.OPTION, None, None, taken, len(calls), gen.text, f"{name}.{key}",
+                                 after=None if added is None else _json(added)))
             if taken:
                 gen, calls = attempt, tried
         return gen
@@ -877,7 +958,8 @@ class Model:
 
     def _guess(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions,
-               grounds: Grounds, *, max_tokens: int, penalties: Sequence[float]) -> Generation:
+               grounds: Grounds, *, max_tokens: int, penalties: Sequence[float],
+               reprompt: Callable[[str], Prompt] | None = None) -> Generation:
         """Under tool_choice "auto", calls that are a guess (``guessed``: the conversation holds at
         most half of their required values) made on a call share under ``decisions.guess``, or
         calls only to tools the conversation never speaks of (``unfit``) made on a share under
@@ -916,12 +998,26 @@ class Model:
             return gen
         if answer.stop not in _CALL_TELLS and first_disguise(answer.text, whole.tool_names) is None:
             return answer
-        # A model that has settled on a call has no other answer: it is told the tools it would call
-        # do not do what was asked, or asked for the values it lacks.
+        # A model that has settled on a call is told why it may not make it (the tools do not do
+        # what was asked, or the values are not given) and writes its answer again, in its own
+        # words and the user's language. Still a call: the calls stand, as greedy wrote them.
         missing = [] if unfitting else grounds.unheld(calls)
-        made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text,
-                             ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)))
-        return replace(answer, text=asking(missing) if missing else refusing(strangers), stop=None)
+        what = ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)
+        told = None
+        if reprompt is not None and not thought:
+            try:
+                told = self._answer(run, reprompt(asking(missing) if missing else refusing(strangers)),
+                                    variant("none").barring(_JSON_OPENINGS), "", max_tokens=max_tokens,
+                                    penalties=penalties[:1], tells=_CALL_TELLS)
+            except GenerationTruncated:
+                told = None
+        if told is not None and told.stop not in _CALL_TELLS and first_disguise(told.text, whole.tool_names) is None:
+            made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text, what,
+                                 before=json.dumps(answer.text, ensure_ascii=False),
+                                 after=json.dumps(told.text, ensure_ascii=False)))
+            return told
+        made.append(Decision(DecisionPoint.ASK, None, None, False, len(missing or strangers), answer.text, what))
+        return gen
 
     def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, fmt: ReplyFormat,
               gen: Generation, thought: str, made: list[Decision], forms: tuple[ReplyFormat, ReplyFormat],
