@@ -50,6 +50,9 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--scenarios", action="store_true", help="also run the multi-turn scenarios (a question, tools "
                        "incl. unrelated ones, the results): per auto mode, how often the answer holds the facts and "
                        "the needed tool was called once")
+    bench.add_argument("--scenario-language", action="append", choices=["en", "zh", "ja", "es", "all"],
+                       help="with --scenarios: the languages the scenarios are asked in (repeatable; default en; the "
+                            "tools stay in English)")
     bench.add_argument("--pooled", action="store_true", help="routing among many tools: pool the tools of every case "
                        "of the categories (default: multiple) into one set, deduplicated by name (the first definition "
                        "kept), and ask each sampled case with all of them and with the --route-k tools nearest its "
@@ -145,15 +148,18 @@ def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str])
 
 
 def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any], modes: list[Any]) -> tuple[list[Any], list[Any]]:
-    from ..bench import SCENARIOS, run_scenario, summarize_scenarios
+    from ..bench import SCENARIOS, TRANSLATED, run_scenario, summarize_scenarios
 
     auto = [m for m in modes if m.tool_choice == "auto"]
+    wanted = set(args.scenario_language or ["en"])
+    chosen = [s for s in (*SCENARIOS, *TRANSLATED) if s.language in wanted or "all" in wanted]
     results = []
-    with _common.steps("scenarios", len(auto) * len(SCENARIOS)) as step:
-        for scenario in SCENARIOS:
+    with _common.steps("scenarios", len(auto) * len(chosen)) as step:
+        for scenario in chosen:
             for mode in auto:
                 results.append(run_scenario(models[mode.model, mode.backend], mode.label, scenario,
-                                            constrained=mode.constrained, max_tokens=args.max_tokens))
+                                            constrained=mode.constrained, max_tokens=args.max_tokens,
+                                            decisions=mode.decisions if mode.constrained else None))
                 step(f"{mode.label} {scenario.name}")
     return summarize_scenarios(results), results
 
@@ -435,10 +441,10 @@ def main(args: argparse.Namespace) -> int:
     _common.print_table(table)
     if scenario_rows:
         scenarios = Table(title="multi-turn scenarios (auto modes)")
-        for column in ("mode", "scenarios", "answered", "called once", "mean steps"):
-            scenarios.add_column(column, justify="left" if column == "mode" else "right")
+        for column in ("mode", "language", "scenarios", "answered", "called once", "mean steps"):
+            scenarios.add_column(column, justify="left" if column in ("mode", "language") else "right")
         for srow in scenario_rows:
-            scenarios.add_row(srow["mode"], str(srow["scenarios"]), f"{srow['answer_rate']:.0%}",
+            scenarios.add_row(srow["mode"], srow["language"], str(srow["scenarios"]), f"{srow['answer_rate']:.0%}",
                               f"{srow['called_once_rate']:.0%}", f"{srow['mean_steps']:.1f}")
         _common.print_table(scenarios)
     if args.json:
