@@ -663,12 +663,16 @@ def find_books(genre: str, author: str | None = None, max_results: int = 10, in_
 def test_ground_leaves_out_optional_arguments_the_conversation_never_mentions() -> None:
     reply = tc("find_books", genre="Fantasy", author="Tolkien", max_results=5, in_stock=True)
     ask = [{"role": "user", "content": "Any FANTASY books by   tolkien?"}]
-    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books], decisions=Decisions(ground=True))
+    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(
+        ask, [find_books], decisions=Decisions(ground=True, closed=True))
     # The required genre stays whatever it is; the author is in the question (case and spacing
     # aside); 5 and the boolean are not, and neither is their default.
     assert result.tool_calls[0].arguments == {"genre": "Fantasy", "author": "Tolkien"}
     assert [(d.point, d.argument) for d in result.decisions] == [
         (DecisionPoint.GROUND, "find_books.max_results"), (DecisionPoint.GROUND, "find_books.in_stock")]
+    # Without ``closed`` a boolean has no words of its own to judge: it stands.
+    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books], decisions=Decisions(ground=True))
+    assert result.tool_calls[0].arguments == {"genre": "Fantasy", "author": "Tolkien", "in_stock": True}
 
 
 def test_open_string_reads_the_string_a_reply_ends_inside() -> None:
@@ -880,8 +884,8 @@ def test_ground_keeps_what_tells_a_replys_calls_apart() -> None:
         calls = [{"genre": "Fantasy", "author": "Tolkien"} | ({} if v is None else {"in_stock": v})
                  for v in (first, second)]
         reply = "\n".join(tc("find_books", **args) for args in calls)
-        result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books],
-                                                                        decisions=Decisions(ground=True))
+        result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(
+            ask, [find_books], decisions=Decisions(ground=True, closed=True))
         both = first is not None and second is not None
         got = [c.arguments.get("in_stock") for c in result.tool_calls]
         # Left out only where it is no default: False is find_books' default, so it stays.

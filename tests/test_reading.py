@@ -137,8 +137,8 @@ def test_every_value_a_lever_changes_is_recorded_before_and_after() -> None:
         ask, [get_price], decisions=Decisions(distinct=True, percent=True, ground=True))
     assert [c.arguments for c in result.tool_calls] == [{"symbol": "AAPL", "rate": 0.05}]
     records = {(d.point, d.argument): (d.before, d.after) for d in result.decisions}
-    assert records[DecisionPoint.DISTINCT, "get_price"] == (json.dumps({"symbol": "AAPL", "currency": "EUR",
-                                                                        "rate": 5}), None)
+    # distinct reads the calls as percent and ground left them.
+    assert records[DecisionPoint.DISTINCT, "get_price"] == (json.dumps({"symbol": "AAPL", "rate": 0.05}), None)
     assert records[DecisionPoint.PERCENT, "get_price.rate"] == ("5", "0.05")
     assert records[DecisionPoint.GROUND, "get_price.currency"] == ('"EUR"', None)
 
@@ -169,3 +169,67 @@ def test_a_refused_guess_is_answered_in_the_models_own_words(still_a_call: bool)
     else:
         assert decision.taken and result.content == own and not result.tool_calls
         assert decision.before is not None and json.loads(decision.after or "") == own
+
+
+ORDERS = {"list_orders": {"type": "object", "required": ["customer"], "properties": {
+    "customer": {"type": "string"}, "order": {"type": "string", "enum": ["asc", "desc"]},
+    "include_archived": {"type": "boolean", "default": False}, "note": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize("request_text", ["List the orders of Ada, newest first, archived ones too.",
+                                          "列出 Ada 的订单，最新的在前，包括已归档的。",
+                                          "Ada の注文を新しい順に、アーカイブ済みも含めて一覧にして。",
+                                          "Lista los pedidos de Ada, los más recientes primero, incluidos los archivados."])
+def test_ground_leaves_a_closed_value_alone_unless_asked_to_read_it(request_text: str) -> None:
+    """A user says an enum value or a boolean in words of their own ("newest first" for
+    ``desc``, in any language): the default ground never judges them; ``closed`` (an English
+    reading, in the bfcl profile) does."""
+    from localtools.model._decide import ungrounded
+
+    said = conversation_text([{"role": "user", "content": request_text}])
+    rng = random.Random(request_text)
+    for _ in range(10):
+        invented = "".join(rng.choice("qxzvwk") for _ in range(6))
+        args = {"customer": "Ada", "order": rng.choice(["asc", "desc"]), "include_archived": True, "note": invented}
+        # A free value nobody said is still left out; the closed ones stand.
+        assert ungrounded("list_orders", args, ORDERS["list_orders"], said, closed=False) == ["note"]
+        assert "order" in ungrounded("list_orders", args, ORDERS["list_orders"], said, closed=True)
+
+
+@tool
+def list_orders(customer: str, order: str = "asc", include_archived: bool = False, note: str = "") -> str:
+    """List a customer's orders."""
+    return customer
+
+
+def test_two_calls_that_differ_only_in_what_ground_left_out_are_one_call() -> None:
+    ask = [{"role": "user", "content": "List the orders of Ada."}]
+    reply = tc("list_orders", customer="Ada", note="zzqx") + "\n" + tc("list_orders", customer="Ada")
+    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(
+        ask, [list_orders], decisions=Decisions(distinct=True, ground=True))
+    assert [c.arguments for c in result.tool_calls] == [{"customer": "Ada"}]
+    assert [d.point for d in result.decisions] == [DecisionPoint.GROUND, DecisionPoint.DISTINCT]
+
+
+@tool
+def player_status(team: str, season: int) -> str:
+    """A team's standing in a season."""
+    return team
+
+
+def test_cover_reads_the_request_being_answered_not_an_earlier_one() -> None:
+    """A list an earlier request named ("2017, 2018 and 2019") is no list in "and 2020?": after
+    the earlier turn's calls and results, one call for 2020 ends the turn."""
+    first = [{"role": "user", "content": "Did team Rocket top the scores in seasons 2017, 2018 and 2019?"}]
+    made = [{"id": f"c{y}", "type": "function", "function": {"name": "player_status", "arguments": json.dumps(
+        {"team": "Rocket", "season": y})}} for y in (2017, 2018, 2019)]
+    history = [*first, {"role": "assistant", "content": "", "tool_calls": made},
+               *({"role": "tool", "tool_call_id": f"c{y}", "content": "top"} for y in (2017, 2018, 2019)),
+               {"role": "assistant", "content": "Yes, each season."},
+               {"role": "user", "content": "And in 2020?"}]
+    call = tc("player_status", team="Rocket", season=2020)
+    low = {"<tool_call>": 0.001, "": 0.999}
+    backend = ScriptedBackend([call], choices={call: {"\n": 1.0}, call + "\n": low})
+    result = Model(backend, family="qwen2.5").chat(history, [player_status], decisions=Decisions(more=0.25, cover=True))
+    assert [c.arguments["season"] for c in result.tool_calls] == [2020]
+    assert not [d for d in result.decisions if d.point is DecisionPoint.COVER]

@@ -26,11 +26,43 @@ from ..backends._base import NextTokens
 from ..grammar import Ahead, Grammar, lookahead, matches
 from ._reading import UNSPACED, normal, plain, runs, unspaced, words
 
-__all__ = ["CALIBRATED", "SWITCHES", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
-           "as_fraction", "asking", "branch_shares", "content_text", "conversation_text", "covers", "cut_word",
-           "fork", "grammar_branch", "grounded", "guessed", "made_of", "number_ahead", "numbers_in", "open_string",
-           "refusing", "said", "shaped", "spoken_options", "stated_shape", "telling", "uncovered", "unfit", "ungrounded",
-           "ungrounded_items", "unheld"]
+__all__ = [
+    "CALIBRATED",
+    "SWITCHES",
+    "CopyBias",
+    "Decision",
+    "DecisionPoint",
+    "Decisions",
+    "Grounds",
+    "adds_option",
+    "as_fraction",
+    "asked",
+    "asking",
+    "branch_shares",
+    "content_text",
+    "conversation_text",
+    "covers",
+    "cut_word",
+    "fork",
+    "grammar_branch",
+    "grounded",
+    "guessed",
+    "made_of",
+    "number_ahead",
+    "numbers_in",
+    "open_string",
+    "refusing",
+    "said",
+    "shaped",
+    "spoken_options",
+    "stated_shape",
+    "telling",
+    "uncovered",
+    "unfit",
+    "ungrounded",
+    "ungrounded_items",
+    "unheld",
+]
 
 
 class DecisionPoint(StrEnum):
@@ -93,7 +125,9 @@ class Decisions:
     than as single calls; the grammar then admits both. ``distinct``: a reply's repeat of one of
     its own calls (same name and arguments) is left out. ``ground``: an optional argument is kept
     only when its value is grounded: written in the conversation (the user's words, a tool's
-    result), or the schema's default; required arguments are never left out. ``k`` tokens of the
+    result), or the schema's default; required arguments are never left out; ``closed``: booleans
+    (by the words of their key) and ``enum`` values are judged too (English requests to English
+    tools: elsewhere the user says them in words of their own). ``k`` tokens of the
     distribution are read at each step, a token that fits both branches followed up to ``depth``
     tokens deep. ``guess``: under tool_choice "auto", a reply whose calls are a guess (at most half
     of their required values are in the conversation, ``guessed``) and whose call share is under
@@ -153,6 +187,7 @@ class Decisions:
     held: bool = False
     distinct: bool = False
     ground: bool = False
+    closed: bool = False
     samples: int = 1
     temperature: float = 0.7
     top_p: float = 0.95
@@ -203,7 +238,7 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 #: The settings that are on or off (the rest are shares, bonuses and counts), in the order a
 #: summary names them.
-SWITCHES = ("cover", "percent", "option", "shape", "held", "distinct", "ground")
+SWITCHES = ("cover", "percent", "option", "shape", "held", "distinct", "ground", "closed")
 
 
 @dataclass(frozen=True)
@@ -820,10 +855,13 @@ def _listed(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:
+def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str, *,
+               closed: bool = True) -> list[str]:
     """The optional arguments of a call to ``name`` the conversation does not speak of, in order:
     a value not ``_mentioned`` (as ``guessed`` reads values: word stems, codes, numbers as words),
-    a boolean that is not its default and whose own name's words the conversation never uses."""
+    a boolean that is not its default and whose own name's words the conversation never uses.
+    ``closed=False``: a boolean and a value of an ``enum`` or ``const`` are never judged (the user
+    says them in words of their own, in their language: "newest first" for ``"desc"``)."""
     required = set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
     props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
     props = props if isinstance(props, Mapping) else {}
@@ -834,6 +872,8 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
             continue
         prop = props.get(key, {})
         prop = prop if isinstance(prop, Mapping) else {}
+        if not closed and (isinstance(value, bool) or "enum" in prop or "const" in prop):
+            continue
         if isinstance(value, bool):
             said = grounded(value, conversation, prop) or _said_of(key, stems)
         else:
@@ -921,17 +961,27 @@ def ungrounded_items(arguments: Mapping[str, Any], schema: Mapping[str, Any], co
     return out
 
 
-def said(messages: Sequence[Mapping[str, Any]]) -> str:
+def said(messages: Sequence[Mapping[str, Any]], roles: Sequence[str] | None = None) -> str:
     """What the conversation said, as written: the text of every message but the assistant's own
-    (a value the model wrote itself grounds nothing), one message a line."""
+    (a value the model wrote itself grounds nothing), one message a line; ``roles``: only theirs
+    (``("user", "system")``: what was asked, not what a tool answered)."""
     parts = []
     for message in messages:
-        if message.get("role") == "assistant":
+        if message.get("role") == "assistant" or (roles is not None and message.get("role") not in roles):
             continue
         text = content_text(message.get("content"))
         if text is not None:
             parts.append(text)
     return "\n".join(parts)
+
+
+def asked(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The request the turn answers, as written: the last user message's text ("" without one);
+    a list an earlier request named is not this one's."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return content_text(message.get("content")) or ""
+    return ""
 
 
 def content_text(content: Any) -> str | None:

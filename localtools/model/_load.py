@@ -66,7 +66,7 @@ def with_calibration(model: str, *, family: str | None = None, template: str | N
 #: ``bfcl``: the model's default and the levers that read English words (stems, English number
 #: words, "and"/"or" lists, capitalised names): tuned on BFCL's English requests, opt-in, for English.
 PROFILES = ("default", "greedy", "calibrated", "bfcl")
-ENGLISH_LEVERS = "guess=0.75,fit=0.9,word=6,number=4,cover,percent,option,shape,ground"
+ENGLISH_LEVERS = "guess=0.75,fit=0.9,word=6,number=4,cover,percent,option,shape,ground,closed"
 
 
 def decisions_from_text(text: str) -> Decisions:

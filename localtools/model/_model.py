@@ -39,6 +39,7 @@ from ._decide import (
     Grounds,
     adds_option,
     as_fraction,
+    asked,
     asking,
     content_text,
     conversation_text,
@@ -56,6 +57,7 @@ from ._decide import (
     ungrounded,
     ungrounded_items,
 )
+from ._reading import plain as _plain_text
 from ._stream import (
     ANSWER,
     DisguiseCaught,
@@ -195,10 +197,10 @@ def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
 
 def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | None,
              messages: Sequence[Mapping[str, Any]]) -> tuple[list[ToolCall], list[Decision]]:
-    """A reply's calls as the turn gives them: ``decisions.distinct`` leaves out a call's repeats,
-    ``decisions.percent`` gives a percentage the user wrote as its fraction (``as_fraction``),
-    ``decisions.ground`` leaves out the optional arguments (and a list's items) ``messages`` never
-    mention; with a decision for each thing changed."""
+    """A reply's calls as the turn gives them: ``decisions.percent`` gives a percentage the user
+    wrote as its fraction (``as_fraction``), ``decisions.ground`` leaves out the optional arguments
+    (and a list's items) ``messages`` never mention, then ``decisions.distinct`` leaves out a call's
+    repeats; with a decision for each thing changed (``shape``: each value written in a stated form)."""
     made: list[Decision] = []
     if decisions is not None and decisions.shape:
         for call in calls:
@@ -207,11 +209,6 @@ def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | Non
             props = props if isinstance(props, Mapping) else {}
             made += [Decision(DecisionPoint.SHAPE, None, None, True, argument=f"{call.name}.{key}", after=_json(value))
                      for key, value in call.arguments.items() if _shaped(props.get(key))]
-    if decisions is not None and decisions.distinct and len(calls) > 1:
-        kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
-        made = [*made, *(replace(d, argument=calls[d.calls].name, before=_json(calls[d.calls].arguments))
-                         for d in dropped)]
-        calls = [calls[i] for i in kept]
     if decisions is not None and decisions.percent and calls:
         written, fractions = said(messages), []
         for call in calls:
@@ -230,7 +227,8 @@ def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | Non
         apart = telling([(c.name, c.arguments) for c in calls])
         for call in calls:
             schema = fmt.schemas.get(call.name) or {}
-            loose = [k for k in ungrounded(call.name, call.arguments, schema, text) if k not in apart[call.name]]
+            loose = [k for k in ungrounded(call.name, call.arguments, schema, text, closed=decisions.closed)
+                     if k not in apart[call.name]]
             args = {k: v for k, v in call.arguments.items() if k not in loose}
             extra = ungrounded_items(args, schema, text)
             made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}",
@@ -243,6 +241,12 @@ def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | Non
                 args[key] = [v for i, v in enumerate(args[key]) if i not in at]
             trimmed.append(replace(call, arguments=args) if loose or extra else call)
         calls = trimmed
+    # After ground and percent: two calls that differ only in what they changed are one call.
+    if decisions is not None and decisions.distinct and len(calls) > 1:
+        kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
+        made = [*made, *(replace(d, argument=calls[d.calls].name, before=_json(calls[d.calls].arguments))
+                         for d in dropped)]
+        calls = [calls[i] for i in kept]
     return calls, made
 
 
@@ -818,7 +822,7 @@ class Model:
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
                                judge=None if grounds is None else partial(_stranger, decisions, grounds),
                                # The words as written: a list of names is read by its capitals.
-                               cover=partial(uncovered, conversation=said(messages)) if decisions.cover else None)
+                               cover=partial(uncovered, conversation=asked(messages)) if decisions.cover else None)
         if decisions.option:
             gen = self._options(run, source, prompt, whole, gen, thought, made, later, specs, messages,
                                 max_tokens=max_tokens, penalties=penalties)
@@ -843,7 +847,8 @@ class Model:
             return gen
         calls = [(c.name, c.arguments) for c in whole.parse(gen.text).tool_calls]
         conversation = conversation_text(messages)
-        for name, key in spoken_options(calls, whole.schemas, conversation):
+        # What was asked names an option; a key in a tool's result is no request for it.
+        for name, key in spoken_options(calls, whole.schemas, _plain_text(said(messages, ("user", "system")))):
             asked = [_requiring(spec, key) if spec["function"]["name"] == name else spec for spec in specs]
             forced = variant("required", (len(calls), len(calls)), tools=asked)
             at = None if forced.grammar is None else fork(source, gen.tokens, gen.text, forced.grammar)
