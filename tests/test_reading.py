@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import random
+from typing import Any
 
 import pytest
 from conftest import tc
@@ -223,7 +224,7 @@ def test_cover_reads_the_request_being_answered_not_an_earlier_one() -> None:
     first = [{"role": "user", "content": "Did team Rocket top the scores in seasons 2017, 2018 and 2019?"}]
     made = [{"id": f"c{y}", "type": "function", "function": {"name": "player_status", "arguments": json.dumps(
         {"team": "Rocket", "season": y})}} for y in (2017, 2018, 2019)]
-    history = [*first, {"role": "assistant", "content": "", "tool_calls": made},
+    history: list[dict[str, Any]] = [*first, {"role": "assistant", "content": "", "tool_calls": made},
                *({"role": "tool", "tool_call_id": f"c{y}", "content": "top"} for y in (2017, 2018, 2019)),
                {"role": "assistant", "content": "Yes, each season."},
                {"role": "user", "content": "And in 2020?"}]
