@@ -234,3 +234,23 @@ def test_cover_reads_the_request_being_answered_not_an_earlier_one() -> None:
     result = Model(backend, family="qwen2.5").chat(history, [player_status], decisions=Decisions(more=0.25, cover=True))
     assert [c.arguments["season"] for c in result.tool_calls] == [2020]
     assert not [d for d in result.decisions if d.point is DecisionPoint.COVER]
+
+
+@tool
+def discount(price: float, rate: float) -> float:
+    """Apply a discount to a price."""
+    return price * (1 - rate)
+
+
+def test_the_agent_trace_and_its_run_file_hold_each_change_before_and_after(tmp_path: Any) -> None:
+    from localtools import Agent
+    from localtools.agent._runfile import replay
+
+    backend = ScriptedBackend([tc("discount", price=80, rate=5), "It costs 76."])
+    model = Model(backend, family="qwen2.5", decisions=Decisions(percent=True))
+    path = tmp_path / "run.jsonl"
+    result = Agent(model, [discount]).run("What does an 80 euro coat cost with a 5% discount rate?", run_file=path)
+    (change,) = [d for d in result.trace[0].decisions if d.point is DecisionPoint.PERCENT]
+    assert (change.argument, change.before, change.after) == ("discount.rate", "5", "0.05")
+    read = replay(path)
+    assert [d for d in read.trace[0].decisions if d.point is DecisionPoint.PERCENT] == [change]
