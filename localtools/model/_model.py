@@ -38,24 +38,18 @@ from ._decide import (
     Decisions,
     Grounds,
     adds_option,
-    as_fraction,
     asked,
     asking,
     content_text,
     conversation_text,
     covers,
     decide,
-    distinct,
     fork,
     refusing,
     said,
     shaped,
     spoken_options,
-    stated_shape,
-    telling,
     uncovered,
-    ungrounded,
-    ungrounded_items,
 )
 from ._reading import plain as _plain_text
 from ._stream import (
@@ -73,6 +67,7 @@ from ._stream import (
     TurnDone,
 )
 from ._turn import ChatResult
+from .policies import settle
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 
@@ -195,61 +190,6 @@ def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {**spec, "function": function}
 
 
-def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | None,
-             messages: Sequence[Mapping[str, Any]]) -> tuple[list[ToolCall], list[Decision]]:
-    """A reply's calls as the turn gives them: ``decisions.percent`` gives a percentage the user
-    wrote as its fraction (``as_fraction``), ``decisions.ground`` leaves out the optional arguments
-    (and a list's items) ``messages`` never mention, then ``decisions.distinct`` leaves out a call's
-    repeats; with a decision for each thing changed (``shape``: each value written in a stated form)."""
-    made: list[Decision] = []
-    if decisions is not None and decisions.shape:
-        for call in calls:
-            schema = fmt.schemas.get(call.name) or {}
-            props = schema.get("properties") if isinstance(schema, Mapping) else None
-            props = props if isinstance(props, Mapping) else {}
-            made += [Decision(DecisionPoint.SHAPE, None, None, True, argument=f"{call.name}.{key}", after=_json(value))
-                     for key, value in call.arguments.items() if _shaped(props.get(key))]
-    if decisions is not None and decisions.percent and calls:
-        written, fractions = said(messages), []
-        for call in calls:
-            schema = fmt.schemas.get(call.name) or {}
-            props = schema.get("properties") if isinstance(schema, Mapping) else None
-            props = props if isinstance(props, Mapping) else {}
-            fixed = {k: f for k, v in call.arguments.items()
-                     if (f := as_fraction(k, v, props.get(k) or {}, written)) is not None}
-            made = [*made, *(Decision(DecisionPoint.PERCENT, None, None, True, argument=f"{call.name}.{key}",
-                                      before=_json(call.arguments[key]), after=_json(fraction))
-                             for key, fraction in fixed.items())]
-            fractions.append(replace(call, arguments={**call.arguments, **fixed}) if fixed else call)
-        calls = fractions
-    if decisions is not None and decisions.ground and calls:
-        text, trimmed = conversation_text(messages), []
-        apart = telling([(c.name, c.arguments) for c in calls])
-        for call in calls:
-            schema = fmt.schemas.get(call.name) or {}
-            loose = [k for k in ungrounded(call.name, call.arguments, schema, text, closed=decisions.closed)
-                     if k not in apart[call.name]]
-            args = {k: v for k, v in call.arguments.items() if k not in loose}
-            extra = ungrounded_items(args, schema, text)
-            made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}",
-                                      before=_json(call.arguments[key]))
-                             for key in loose),
-                    *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}/{i}",
-                               before=_json(args[key][i]))
-                      for key, at in extra.items() for i in at)]
-            for key, at in extra.items():
-                args[key] = [v for i, v in enumerate(args[key]) if i not in at]
-            trimmed.append(replace(call, arguments=args) if loose or extra else call)
-        calls = trimmed
-    # After ground and percent: two calls that differ only in what they changed are one call.
-    if decisions is not None and decisions.distinct and len(calls) > 1:
-        kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
-        made = [*made, *(replace(d, argument=calls[d.calls].name, before=_json(calls[d.calls].arguments))
-                         for d in dropped)]
-        calls = [calls[i] for i in kept]
-    return calls, made
-
-
 def _decodes_again(decisions: Decisions | None, reads: bool) -> bool:
     """Whether ``decisions`` may decode a turn again after its first reply: ``samples`` on any
     backend; ``more``, ``form``, ``guess``, ``fit``, ``held``, ``option``, ``cover`` where the
@@ -271,13 +211,6 @@ def _replay(result: ChatResult, on_event: Callable[[StreamEvent], None]) -> None
         on_event(ToolCallStarted(index, call.id, call.name))
         on_event(ToolCallDelta(index, json.dumps(call.arguments, ensure_ascii=False)))
         on_event(ToolCallDone(index, call))
-
-
-def _shaped(prop: Any) -> bool:
-    """Whether ``prop``'s pattern is the one ``shape`` gave it (``stated_shape``), not its own."""
-    if not isinstance(prop, Mapping) or not isinstance(prop.get("pattern"), str):
-        return False
-    return stated_shape({k: v for k, v in prop.items() if k != "pattern"}) == prop["pattern"]
 
 
 def _json(value: Any) -> str:
@@ -912,7 +845,7 @@ class Model:
             # their required arguments: the vote settles which calls, with which required values;
             # the optional ones are the winning reply's (the first reply's when it is among the
             # winners, with what option and ground gave it).
-            calls, _ = _settled(parsed, whole, decisions, messages)
+            calls, _ = settle(parsed, whole.schemas, decisions, messages)
             return tuple(sorted(call_key(c.name, _required_of(c.arguments, whole.schemas.get(c.name)))
                                 for c in calls))
 
@@ -1196,7 +1129,7 @@ class Model:
         # What the turn hands out: a reply cut inside a call is never read as text.
         parsed = fmt.parse(raw, strict=True)
         parsed_content = parsed.content
-        calls, settled = _settled(parsed.tool_calls, fmt, decisions, messages)
+        calls, settled = settle(parsed.tool_calls, fmt.schemas, decisions, messages)
         made = [*made, *settled]
         finish = "tool_calls" if calls else gen.finish_reason
         # A stop string of the request ended the answer: the backend cut it there, or it is in
