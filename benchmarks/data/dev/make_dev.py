@@ -189,7 +189,7 @@ ZH: dict[str, list[Case]] = {
         ("discount_zhe_fraction", "原价３００元的东西打八折，折后多少钱？", ["apply_discount"],
          [call("apply_discount", price=300, discount=0.2)]),
         ("date_time_in_words", "在2025年5月1日加个日程：家庭聚餐，晚上6点半", ["create_event"],
-         [call("create_event", title="家庭聚餐", date="2025-05-01", time=opt("18:30"))]),
+         [call("create_event", title="家庭聚餐", date="2025-05-01", time="18:30")]),
         ("tool_described_in_zh", "上海天气如何", ["query_weather"], [call("query_weather", city=CITY_ZH["上海"])]),
         ("terse_tool", "帮我查下广州的天气", ["wx"], [call("wx", loc=CITY_ZH["广州"])]),
         ("number_in_words", "空调调到二十六度", ["set_thermostat"], [call("set_thermostat", temperature=26)]),
