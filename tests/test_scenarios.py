@@ -77,12 +77,15 @@ def scenario_reply(prompt: Any, grammar: object) -> str:
     """Calls each scenario's tool with the right arguments, then answers with its facts."""
     import json
 
-    scenario = next((s for s in SCENARIOS if s.question in prompt.text), None)
+    from localtools.bench._scenarios import TRANSLATED
+
+    scenario = next((s for s in (*SCENARIOS, *TRANSLATED) if s.question in prompt.text), None)
     if scenario is None:  # a BFCL case of the same run
         return "No tool is needed."
     if "<tool_response>" not in prompt.text:
         name, arguments = scenario.call
-        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+        first = {k: v[0] if isinstance(v, tuple) else v for k, v in arguments.items()}
+        return "<tool_call>\n" + json.dumps({"name": name, "arguments": first}, ensure_ascii=False) + "\n</tool_call>"
     return "The answer: " + ", ".join(f if isinstance(f, str) else f[0] for f in scenario.facts) + "."
 
 
@@ -132,3 +135,23 @@ def test_a_mode_s_decisions_replace_the_model_s_own_for_its_scenarios() -> None:
     result = run_scenario(mine, "m", PLAN, decisions=Decisions(distinct=True))
     assert result.calls == [("get_customer", {"customer_id": "cust-1001"})] and result.called_once
     assert mine.decisions == Decisions()
+
+
+def test_cli_bench_runs_the_scenarios_alone_in_every_language_per_setting(tmp_path: Any, monkeypatch: Any) -> None:
+    import json
+
+    from test_bench import _folder
+
+    from localtools.cli import main
+    from localtools.model import _load
+
+    monkeypatch.setattr(_load, "load", lambda name, backend: Model(ScriptedBackend([scenario_reply] * 500), family="qwen2.5"))
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--data", str(_folder(tmp_path)), "--category", "irrelevance", "--sample", "0",
+                 "--model", "fake", "--mode", "constrained", "--scenarios", "--scenario-language", "all",
+                 "--decisions", "greedy", "--decisions", "distinct", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["cases"] == [] and report["summary"] == []  # --sample 0: the scenarios alone
+    rows = {(r["mode"].split()[-1], r["language"]): r for r in report["scenario_summary"]}
+    assert set(rows) == {(s, lang) for s in ("greedy", "distinct") for lang in ("en", "zh", "ja", "es")}
+    assert all(r["scenarios"] == len(SCENARIOS) and r["called_once_rate"] == 1.0 for r in rows.values())

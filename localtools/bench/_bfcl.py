@@ -183,9 +183,11 @@ def load_cases(folder: str | Path, category: str) -> list[Case]:
 
 
 def sample(cases: list[Case], n: int | None, seed: int = 0) -> list[Case]:
-    """``n`` cases spread evenly over the list; ``seed`` shifts where the spread starts."""
+    """``n`` cases spread evenly over the list; ``seed`` shifts where the spread starts (0: none)."""
     if n is None or n >= len(cases):
         return list(cases)
+    if n <= 0:
+        return []
     step = len(cases) / n
     offset = random.Random(seed).random() * step
     return [cases[int(offset + i * step)] for i in range(n)]
