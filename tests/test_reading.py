@@ -254,3 +254,55 @@ def test_the_agent_trace_and_its_run_file_hold_each_change_before_and_after(tmp_
     assert (change.argument, change.before, change.after) == ("discount.rate", "5", "0.05")
     read = replay(path)
     assert [d for d in read.trace[0].decisions if d.point is DecisionPoint.PERCENT] == [change]
+
+
+REQUESTS = {
+    "en": ["What is the weather in {x}?", "Can you book a table at {x}?", "Show me the orders of {x}, please.",
+           "And in {x}?", "How far is {x} from here?"],
+    "zh": ["{x}今天天气怎么样？", "帮我订一张去{x}的票", "{x}的订单发货了吗？"],
+    "ja": ["{x}の天気は？", "{x}行きの切符を予約して", "{x}の注文は発送されましたか？"],
+    "es": ["¿Qué tiempo hace en {x}?", "Reserva una mesa en {x}", "¿Ya se envió el pedido de {x}?",
+           "Convierte 100 dólares a euros en {x}", "¿Y en {x}?"],
+    "de": ["Wie ist das Wetter in {x}?", "Buche einen Tisch in {x}"],
+    "fr": ["Quel temps fait-il à {x} ?", "Réserve une table à {x}"],
+}
+
+
+def test_a_request_is_read_as_english_only_when_it_is() -> None:
+    from localtools.model._decide import english
+
+    rng = random.Random(12)
+    for language, patterns in REQUESTS.items():
+        for pattern in patterns:
+            for _ in range(5):
+                x = rng.choice(["Oslo", "Lima", "Ada", "北京", "Málaga"])
+                assert english(pattern.format(x=x)) is (language == "en" and not unspaced(x)), (language, pattern, x)
+
+
+@tool
+def get_forecast(city: str, unit: str = "celsius") -> str:
+    """Current weather for a city."""
+    return city
+
+
+@pytest.mark.parametrize("language", ["zh", "ja", "es"])
+def test_guess_and_fit_leave_a_request_they_cannot_read_to_the_model_s_lean(language: str) -> None:
+    """On a request not in English no word of it is a tool's word: fit and guess refuse only where
+    the model's own share for a call is under ``other`` (it leans to text), whatever their threshold."""
+    ask = [{"role": "user", "content": REQUESTS[language][0].format(x="Oslo" if language == "es" else "奥斯陆")}]
+    # A value the model translated ("Oslo" for 奥斯陆; "London" for Oslo): no word of the request holds it.
+    call = tc("get_forecast", city="London")
+    for share, refused in ((0.85, False), (0.6, False), (0.45, True), (0.2, True)):
+        backend = ScriptedBackend([call, "没有。", "no"], choices={"": {"<tool_call>": share, "No": 1 - share}})
+        result = Model(backend, family="qwen2.5").chat(ask, [get_forecast], decisions=Decisions(guess=0.75, fit=0.9))
+        assert bool(result.tool_calls) is not refused, (share, result.decisions)
+        judged = [d for d in result.decisions if d.point in (DecisionPoint.GUESS, DecisionPoint.FIT)]
+        assert judged and all(d.threshold == 0.5 for d in judged)
+
+
+def test_an_enum_value_is_no_word_a_call_must_be_made_of_unless_closed() -> None:
+    said = conversation_text([{"role": "user", "content": "深圳现在多少度？用华氏度"}])
+    schema = {"get_forecast": {"type": "object", "required": ["city"], "properties": {
+        "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}}
+    calls = [("get_forecast", {"city": "深圳", "unit": "fahrenheit"})]
+    assert made_of(calls, schema, said, closed=False) and not made_of(calls, schema, said, closed=True)

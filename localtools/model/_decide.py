@@ -43,6 +43,7 @@ __all__ = [
     "conversation_text",
     "covers",
     "cut_word",
+    "english",
     "fork",
     "grammar_branch",
     "grounded",
@@ -166,7 +167,10 @@ class Decisions:
     what the request is about, and the conversation every required value): the mirror of
     ``guess`` and ``fit``.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
-    decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
+    decide greedily, and say so in the result. ``other``: on a request written in a language the
+    word readings do not read (not English: ``Grounds.english``), ``guess`` and ``fit`` have no
+    words to weigh, and refuse only on a share under the lower of their threshold and this one:
+    where the model's own distribution leans to text. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
     calls most of them agree on (name and arguments, in any order; "no call" is one answer) win,
     the first reply breaking ties. It works on every backend, on turns that are not streamed.
@@ -188,6 +192,7 @@ class Decisions:
     distinct: bool = False
     ground: bool = False
     closed: bool = False
+    other: float = 0.5
     samples: int = 1
     temperature: float = 0.7
     top_p: float = 0.95
@@ -196,7 +201,7 @@ class Decisions:
     depth: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("call", "more", "form", "guess", "fit"):
+        for name in ("call", "more", "form", "guess", "fit", "other"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
@@ -715,8 +720,8 @@ def _tool_content(name: str, description: str) -> frozenset[str]:
 
 
 def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str,
-          schemas: Mapping[str, Any] | None = None, earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()
-          ) -> list[str]:
+          schemas: Mapping[str, Any] | None = None, earlier: Sequence[tuple[str, Mapping[str, Any]]] = (), *,
+          closed: bool = True) -> list[str]:
     """The tools ``calls`` name (in order, each once) when nothing in ``conversation`` speaks of
     any of them: no word of a tool's name or of its description (``described``) begins
     (``_stem``) as a word the conversation uses, generic words aside ("sunset" is not "sunrise";
@@ -732,7 +737,7 @@ def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str
     names = list(dict.fromkeys(name for name, _ in calls))
     if any(_tool_content(name, described.get(name, "")) & stems for name in names):
         return []
-    if schemas is not None and made_of(calls, schemas, conversation, earlier):
+    if schemas is not None and made_of(calls, schemas, conversation, earlier, closed=closed):
         return []
     return names
 
@@ -756,7 +761,7 @@ def _normal(value: Any) -> Any:
 
 
 def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str,
-            earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> bool:
+            earlier: Sequence[tuple[str, Mapping[str, Any]]] = (), *, closed: bool = True) -> bool:
     """Whether every value ``calls`` write, required or optional, is said in the conversation
     (``conversation_text``: every message but the model's own) in its own words (``_mentioned``,
     ``own_words``: no default the tool states, no piece of a longer word; a boolean only where the
@@ -780,8 +785,11 @@ def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str
         used |= own
         for key, value in arguments.items():
             prop = props.get(key, {})
+            prop = prop if isinstance(prop, Mapping) else {}
+            if not closed and (isinstance(value, bool) or "enum" in prop or "const" in prop):
+                continue  # said in words of the user's own ("in Fahrenheit": "fahrenheit"), or not at all
             said = _said_of(key, stems) if isinstance(value, bool) else \
-                _mentioned(value, conversation, stems, prop if isinstance(prop, Mapping) else {}, own_words=True)
+                _mentioned(value, conversation, stems, prop, own_words=True)
             if not said:
                 return False
     return bool(calls)
@@ -797,15 +805,26 @@ class Grounds:
     described: Mapping[str, str]
     #: What the last message asks (``_content`` of its text) when it is the user's; empty otherwise.
     asked: frozenset[str] = frozenset()
+    #: Whether the request is written in English, the language the word readings read (``english``).
+    english: bool = True
+    #: ``made_of`` reads booleans and enum values too (``Decisions.closed``).
+    closed: bool = True
 
     @classmethod
-    def of(cls, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]]) -> Grounds:
+    def of(cls, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]], *,
+           closed: bool = True) -> Grounds:
         """From a conversation and its tools (``{"type": "function", "function": {...}}``)."""
         fns = [spec["function"] for spec in specs]
         last = messages[-1] if messages else {}
         request = content_text(last.get("content")) if last.get("role") == "user" else None
         return cls(conversation_text(messages), {fn["name"]: fn.get("parameters") or {} for fn in fns},
-                   {fn["name"]: str(fn.get("description") or "") for fn in fns}, _content(request or ""))
+                   {fn["name"]: str(fn.get("description") or "") for fn in fns}, _content(request or ""),
+                   english(asked(messages)), closed)
+
+    def threshold(self, threshold: float, decisions: Decisions) -> float:
+        """The share under which ``guess`` or ``fit`` refuses: ``threshold`` on an English request,
+        the lower of it and ``decisions.other`` on any other (no words to weigh: the model's lean)."""
+        return threshold if self.english else min(threshold, decisions.other)
 
     def guessed(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
         return guessed(calls, self.schemas, self.conversation)
@@ -815,7 +834,7 @@ class Grounds:
 
     def unfit(self, calls: Sequence[tuple[str, Mapping[str, Any]]],
               earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> list[str]:
-        return unfit(calls, self.described, self.conversation, self.schemas, earlier)
+        return unfit(calls, self.described, self.conversation, self.schemas, earlier, closed=self.closed)
 
     def holds(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
         """Whether ``calls`` answer the user's request (``asked``) in its own words: every word of
@@ -829,6 +848,22 @@ class Grounds:
                                       _content(json.dumps(list(arguments.values()), ensure_ascii=False))
                                       for name, arguments in calls))
         return self.asked <= written
+
+
+#: Function words of English that other languages written in Latin letters do not use as words:
+#: a request holding one is read as English, the language the word readings read.
+_ENGLISH = frozenset({"the", "is", "are", "was", "were", "what", "which", "how", "and", "of", "for", "with",
+                      "please", "you", "your", "this", "that", "it", "can", "could", "would", "should", "there",
+                      "my", "who", "where", "when", "why"})
+
+
+def english(text: str) -> bool:
+    """Whether ``text`` is read as English: no character of a script written without spaces, and a
+    function word of English (``_ENGLISH``). A request the word readings cannot read leaves
+    ``guess`` and ``fit`` to the model's distribution (``Decisions.other``); an empty one is English."""
+    if not text.strip():
+        return True
+    return not unspaced(text) and any(w in _ENGLISH for w in _words(text))
 
 
 def refusing(tools: Sequence[str]) -> str:

@@ -141,10 +141,12 @@ def _stranger(decisions: Decisions, grounds: Grounds, calls: list[tuple[str, dic
     if share is None or not calls:
         return None
     before = len(earlier)
-    if decisions.guess is not None and share < decisions.guess and grounds.guessed(calls):
-        return Decision(DecisionPoint.GUESS, share, decisions.guess, True, before, reply)
-    if decisions.fit is not None and share < decisions.fit and (strangers := grounds.unfit(calls, earlier)):
-        return Decision(DecisionPoint.FIT, share, decisions.fit, True, before, reply, ", ".join(strangers))
+    if decisions.guess is not None and share < (guess := grounds.threshold(decisions.guess, decisions)) and \
+            grounds.guessed(calls):
+        return Decision(DecisionPoint.GUESS, share, guess, True, before, reply)
+    if decisions.fit is not None and share < (fit := grounds.threshold(decisions.fit, decisions)) and \
+            (strangers := grounds.unfit(calls, earlier)):
+        return Decision(DecisionPoint.FIT, share, fit, True, before, reply, ", ".join(strangers))
     return None
 
 
@@ -743,7 +745,7 @@ class Model:
                                      max_tokens=max_tokens, penalties=penalties)
             if chosen is not None:
                 later = partial(variant, only=chosen)
-        grounds = Grounds.of(messages, specs) if decisions.guess is not None or decisions.fit is not None or \
+        grounds = Grounds.of(messages, specs, closed=decisions.closed) if decisions.guess is not None or decisions.fit is not None or \
             decisions.cover or decisions.held else None
         if grounds is not None:
             gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
@@ -917,13 +919,15 @@ class Model:
         guessing = unfitting = False
         if guess:
             assert decisions.guess is not None
-            guessing = share is not None and share < decisions.guess
-            made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, guessing, len(calls), gen.text))
+            threshold = grounds.threshold(decisions.guess, decisions)
+            guessing = share is not None and share < threshold
+            made.append(Decision(DecisionPoint.GUESS, share, threshold, guessing, len(calls), gen.text))
         if strangers:
             assert decisions.fit is not None
             # A tool the user never spoke of, called on too little of the model's belief: no call at all.
-            unfitting = share is not None and share < decisions.fit
-            made.append(Decision(DecisionPoint.FIT, share, decisions.fit, unfitting, len(calls), gen.text,
+            threshold = grounds.threshold(decisions.fit, decisions)
+            unfitting = share is not None and share < threshold
+            made.append(Decision(DecisionPoint.FIT, share, threshold, unfitting, len(calls), gen.text,
                                  ", ".join(strangers)))
         if not guessing and not unfitting:
             return gen
