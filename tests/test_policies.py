@@ -87,3 +87,15 @@ def test_distinct_reads_the_calls_as_ground_left_them() -> None:
     # Switched off, a policy does nothing; without decisions, nothing does.
     assert settle(calls, SCHEMAS, Decisions(distinct=True), [])[0] == calls
     assert settle(calls, SCHEMAS, None, []) == (calls, [])
+
+
+def test_ground_never_judges_a_number_on_a_request_not_in_english() -> None:
+    """"两位" is 2, "dos" is 2: a number a request not in English writes in its words is read by
+    no reading here, so ground leaves numbers alone there; in English it still judges them."""
+    rng = random.Random(4)
+    for text, judged in (("给我订两位的，去 Oslo", False), ("Reserva para dos personas en Oslo", False),
+                         ("Book Oslo for the two of us, please", True)):
+        n = rng.randint(3, 9)
+        calls, made = Ground()([call(0, city="Oslo", rate=n)], ctx(text))
+        assert ("rate" not in calls[0].arguments) is judged, text
+        assert bool(made) is judged

@@ -891,12 +891,14 @@ def _listed(items: Sequence[str]) -> str:
 
 
 def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str, *,
-               closed: bool = True) -> list[str]:
+               closed: bool = True, numbers: bool = True) -> list[str]:
     """The optional arguments of a call to ``name`` the conversation does not speak of, in order:
     a value not ``_mentioned`` (as ``guessed`` reads values: word stems, codes, numbers as words),
     a boolean that is not its default and whose own name's words the conversation never uses.
     ``closed=False``: a boolean and a value of an ``enum`` or ``const`` are never judged (the user
-    says them in words of their own, in their language: "newest first" for ``"desc"``)."""
+    says them in words of their own, in their language: "newest first" for ``"desc"``).
+    ``numbers=False``: a number is never judged either (a request not in English may write it in
+    words no reading here knows: "两位" for 2)."""
     required = set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
     props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
     props = props if isinstance(props, Mapping) else {}
@@ -908,6 +910,8 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
         prop = props.get(key, {})
         prop = prop if isinstance(prop, Mapping) else {}
         if not closed and (isinstance(value, bool) or "enum" in prop or "const" in prop):
+            continue
+        if not numbers and isinstance(value, int | float) and not isinstance(value, bool):
             continue
         if isinstance(value, bool):
             said = grounded(value, conversation, prop) or _said_of(key, stems)

@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from ...families._parse import ToolCall
-from .._decide import Decision, Decisions, conversation_text, said
+from .._decide import Decision, Decisions, asked, conversation_text, english, said
 
 __all__ = ["Context", "Settle", "as_json", "properties"]
 
@@ -32,6 +32,11 @@ class Context:
     def conversation(self) -> str:
         """The same, as values are compared (``conversation_text``)."""
         return conversation_text(self.messages)
+
+    @cached_property
+    def english(self) -> bool:
+        """Whether the request is read as English (``english``), the language the word readings read."""
+        return english(asked(self.messages))
 
 
 class Settle(Protocol):

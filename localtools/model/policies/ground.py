@@ -1,5 +1,6 @@
 """``ground``: optional arguments (and a list's items) the conversation never speaks of, left
-out (``ungrounded``, ``ungrounded_items``); with ``closed``, booleans and enum values too."""
+out (``ungrounded``, ``ungrounded_items``); with ``closed``, booleans and enum values too; on a
+request not in English, never a number."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ class Ground:
         apart = telling([(c.name, c.arguments) for c in calls])
         for call in calls:
             schema = context.schemas.get(call.name) or {}
-            loose = [k for k in ungrounded(call.name, call.arguments, schema, text, closed=context.decisions.closed)
+            # On a request not in English a number may be written in words no reading here knows.
+            loose = [k for k in ungrounded(call.name, call.arguments, schema, text, closed=context.decisions.closed,
+                                           numbers=context.english)
                      if k not in apart[call.name]]
             args = {k: v for k, v in call.arguments.items() if k not in loose}
             extra = ungrounded_items(args, schema, text)
