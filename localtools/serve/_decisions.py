@@ -39,8 +39,9 @@ def read_decisions(value: Any, model: str | None, *, family: str | None = None,
         return None
     try:
         if isinstance(value, str):
+            found = resolve_decisions(value, model, family=family, template=template)
             # None from a profile is greedy; to chat() None would mean the model's default.
-            return resolve_decisions(value, model, family=family, template=template) or Decisions()
+            return Decisions() if found is None else found
         if isinstance(value, dict):
             _check_counts(value)
             return Decisions.from_dict(value)
