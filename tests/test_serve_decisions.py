@@ -193,7 +193,7 @@ def test_a_profile_is_read_for_the_served_model(tmp_path: Path, monkeypatch: pyt
 
 
 def test_the_official_clients_send_the_setting_and_keep_the_decisions() -> None:
-    app, _ = app_deciding([REPEATED] * 12, Decisions(distinct=True))
+    app, _ = app_deciding([REPEATED] * 15, Decisions(distinct=True))
     messages: Any = [{"role": "user", "content": ASK}]
     with running(app) as port:
         sdk = openai.OpenAI(base_url=f"http://127.0.0.1:{port}/v1", api_key="none", max_retries=0)
@@ -215,6 +215,11 @@ def test_the_official_clients_send_the_setting_and_keep_the_decisions() -> None:
         events: Any = list(sdk.responses.create(model="m", input=ASK, tools=[FLAT], stream=True))
         assert events[-1].type == "response.completed"
         assert events[-1].response.model_extra["decisions"] == chat.model_extra["decisions"]
+        # The SDKs' stream helpers take the field in their stride; Responses' final response keeps it.
+        with sdk.responses.stream(model="m", input=ASK, tools=[FLAT]) as live:
+            assert live.get_final_response().model_extra["decisions"] == chat.model_extra["decisions"]
+        with sdk.chat.completions.stream(model="m", messages=messages, tools=[WEATHER]) as live_chat:
+            assert len(live_chat.get_final_completion().choices[0].message.tool_calls or []) == 2
         with pytest.raises(openai.BadRequestError) as refused:
             sdk.responses.create(model="m", input=ASK, tools=[FLAT], extra_body={"decisions": {"nope": 1}})
         assert refused.value.status_code == 400 and "decisions" in str(refused.value)
@@ -231,6 +236,8 @@ def test_the_official_clients_send_the_setting_and_keep_the_decisions() -> None:
                                                     stream=True))
         (delta,) = [e for e in streamed if e.type == "message_delta"]
         assert delta.delta.model_extra["decisions"] == chat.model_extra["decisions"]
+        with claude.messages.stream(model="m", max_tokens=256, messages=messages, tools=tools) as live_message:
+            assert len(live_message.get_final_message().content) == 2
         with pytest.raises(anthropic.BadRequestError) as bad:
             claude.messages.create(model="m", max_tokens=256, messages=messages, tools=tools,
                                    extra_body={"decisions": "bogus"})
