@@ -6,6 +6,8 @@ import json
 import random
 from typing import Any
 
+import pytest
+
 from localtools.families._parse import ToolCall
 from localtools.model._decide import DecisionPoint, Decisions, stated_shape
 from localtools.model.policies import SETTLING, Context, settle
@@ -99,3 +101,28 @@ def test_ground_never_judges_a_number_on_a_request_not_in_english() -> None:
         calls, made = Ground()([call(0, city="Oslo", rate=n)], ctx(text))
         assert ("rate" not in calls[0].arguments) is judged, text
         assert bool(made) is judged
+
+
+def test_ground_judges_a_number_where_the_request_writes_numbers_only_in_digits() -> None:
+    from localtools.model._decide import readable_numbers
+
+    rng = random.Random(5)
+    for _ in range(20):
+        n = rng.randint(100, 99999)
+        # Chinese or Japanese with no numeral characters: an amount nobody wrote is the model's own.
+        for text in ("在 Oslo 订最便宜的", "Oslo で一番安いのを予約して".replace("一番", "最も")):
+            assert readable_numbers(text)
+            calls, made = Ground()([call(0, city="Oslo", rate=n)], ctx(text))
+            assert "rate" not in calls[0].arguments and made
+        assert not readable_numbers("在 Oslo 订三晚") and not readable_numbers("Tres noches en Oslo")
+
+
+@pytest.mark.parametrize("form", [{"format": "time"}, {"pattern": "^\\\\d\\\\d:\\\\d\\\\d$"},
+                                  {"description": "Start time in HH:MM"}, {"description": "Date, format YYYY-MM-DD"}])
+def test_ground_never_judges_a_string_in_a_form_the_tool_asks_for(form: dict[str, Any]) -> None:
+    """"at 10" is 10:00 in the tool's form: the user never writes the value as the tool takes it."""
+    schemas = {"book": {**SCHEMAS["book"], "properties": {**SCHEMAS["book"]["properties"],
+                                                           "note": {"type": "string", **form}}}}
+    calls, made = Ground()([call(0, city="Oslo", note="10:00")],
+                           Context(schemas, [{"role": "user", "content": "Book Oslo at 10 tomorrow"}], Decisions()))
+    assert calls[0].arguments["note"] == "10:00" and not made

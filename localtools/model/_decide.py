@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -52,6 +53,7 @@ __all__ = [
     "number_ahead",
     "numbers_in",
     "open_string",
+    "readable_numbers",
     "refusing",
     "said",
     "shaped",
@@ -913,6 +915,8 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
             continue
         if not numbers and isinstance(value, int | float) and not isinstance(value, bool):
             continue
+        if isinstance(value, str) and _formatted(prop):
+            continue  # the tool asks for a form ("HH:MM"); the user says the value in theirs ("at 10")
         if isinstance(value, bool):
             said = grounded(value, conversation, prop) or _said_of(key, stems)
         else:
@@ -920,6 +924,31 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
         if not said:
             out.append(key)
     return out
+
+
+#: A description that states the form a string takes: "in HH:MM", "format: YYYY-MM-DD", "ISO 8601".
+_FORM = re.compile(r"\bformat(?:ted)?\b|\b(?:hh|yyyy|yy|mm|dd)\b|iso[ -]?8601", re.IGNORECASE)
+
+
+def _formatted(prop: Mapping[str, Any]) -> bool:
+    """Whether a string's schema asks for a form of its own (``format``, ``pattern``, or a
+    description that states one): the value is the user's in the tool's form, never written so."""
+    return "format" in prop or "pattern" in prop or bool(_FORM.search(str(prop.get("description") or "")))
+
+
+def readable_numbers(text: str) -> bool:
+    """Whether the numbers ``text`` writes are all read here: English (number words up to twelve,
+    digits), or a script without spaces that writes its numbers in digits only (no character with a
+    numeric value that is not a digit: "两", "十", "百"). Elsewhere a number may be a word no
+    reading here knows ("dos", "zwei")."""
+    if english(text):
+        return True
+    return unspaced(text) and not any(ch in _NUMERALS or (not ch.isdigit() and unicodedata.numeric(ch, None) is not None)
+                                      for ch in normal(text))
+
+
+#: Numerals Unicode gives no value: the simplified 两 (its traditional form 兩 has one) and 俩.
+_NUMERALS = frozenset("两俩")
 
 
 def spoken_options(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str

@@ -9,7 +9,7 @@ from functools import cached_property
 from typing import Any, Protocol
 
 from ...families._parse import ToolCall
-from .._decide import Decision, Decisions, asked, conversation_text, english, said
+from .._decide import Decision, Decisions, asked, conversation_text, readable_numbers, said
 
 __all__ = ["Context", "Settle", "as_json", "properties"]
 
@@ -34,9 +34,9 @@ class Context:
         return conversation_text(self.messages)
 
     @cached_property
-    def english(self) -> bool:
-        """Whether the request is read as English (``english``), the language the word readings read."""
-        return english(asked(self.messages))
+    def numbers(self) -> bool:
+        """Whether the request's numbers are all read here (``readable_numbers``)."""
+        return readable_numbers(asked(self.messages))
 
 
 class Settle(Protocol):

@@ -1,6 +1,7 @@
 """``ground``: optional arguments (and a list's items) the conversation never speaks of, left
 out (``ungrounded``, ``ungrounded_items``); with ``closed``, booleans and enum values too; on a
-request not in English, never a number."""
+request whose numbers are not all read here, never a number; never a string in a form the tool
+asks for."""
 
 from __future__ import annotations
 
@@ -27,9 +28,9 @@ class Ground:
         apart = telling([(c.name, c.arguments) for c in calls])
         for call in calls:
             schema = context.schemas.get(call.name) or {}
-            # On a request not in English a number may be written in words no reading here knows.
+            # A request may write a number in words no reading here knows ("两位", "dos").
             loose = [k for k in ungrounded(call.name, call.arguments, schema, text, closed=context.decisions.closed,
-                                           numbers=context.english)
+                                           numbers=context.numbers)
                      if k not in apart[call.name]]
             args = {k: v for k, v in call.arguments.items() if k not in loose}
             extra = ungrounded_items(args, schema, text)
