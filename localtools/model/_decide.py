@@ -856,7 +856,9 @@ class Grounds:
 #: a request holding one is read as English, the language the word readings read.
 _ENGLISH = frozenset({"the", "is", "are", "was", "were", "what", "which", "how", "and", "of", "for", "with",
                       "please", "you", "your", "this", "that", "it", "can", "could", "would", "should", "there",
-                      "my", "who", "where", "when", "why"})
+                      "my", "who", "where", "when", "why", "any", "by", "to", "at", "from", "get", "show", "find",
+                      "give", "some", "about", "than", "into", "if", "or", "not", "has", "have", "had", "does",
+                      "did", "will", "all", "its", "our", "their", "whose", "each", "every"})
 
 
 def english(text: str) -> bool:
