@@ -745,7 +745,7 @@ class Model:
                                      max_tokens=max_tokens, penalties=penalties)
             if chosen is not None:
                 later = partial(variant, only=chosen)
-        grounds = Grounds.of(messages, specs, closed=decisions.closed) if decisions.guess is not None or decisions.fit is not None or \
+        grounds = Grounds.of(messages, specs) if decisions.guess is not None or decisions.fit is not None or \
             decisions.cover or decisions.held else None
         if grounds is not None:
             gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
