@@ -64,9 +64,10 @@ def with_calibration(model: str, *, family: str | None = None, template: str | N
 
 #: The named profiles a setting of decisions may take besides ``Decisions`` itself.
 #: ``bfcl``: the model's default and the levers that read English words (stems, English number
-#: words, "and"/"or" lists, capitalised names): tuned on BFCL's English requests, opt-in, for English.
+#: words, "and"/"or" lists, capitalised names, a boolean's key), with the list form at the share
+#: BFCL's parallel categories were tuned on: opt-in, for English requests like BFCL's.
 PROFILES = ("default", "greedy", "calibrated", "bfcl")
-ENGLISH_LEVERS = "guess=0.75,fit=0.9,word=6,number=4,cover,percent,option,shape,ground,closed"
+ENGLISH_LEVERS = "form=0.0001,guess=0.75,fit=0.9,word=6,number=4,cover,percent,option,shape,ground,closed"
 
 
 def decisions_from_text(text: str) -> Decisions:
