@@ -194,7 +194,7 @@ class Decisions:
     distinct: bool = False
     ground: bool = False
     closed: bool = False
-    other: float = 0.5
+    other: float = 0.3
     samples: int = 1
     temperature: float = 0.7
     top_p: float = 0.95
