@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from localtools import get_family
+from localtools._errors import DataError
 from localtools.bench._bfcl import CATEGORIES, bfcl_data_dir, load_cases, sample, to_json_schema
 from localtools.bench._checker import check_calls, normalize_string
 from localtools.grammar import build_grammar
@@ -122,3 +123,62 @@ def test_every_bfcl_case_loads_and_gets_a_grammar() -> None:
         for case in cases:
             build_grammar(family, case.tools, "auto")
         assert all(case.expected for case in cases) == (category != "irrelevance")
+
+
+def _call_case(tmp: Path, question: object, answer: object = None) -> Path:
+    (tmp / "possible_answer").mkdir(exist_ok=True)
+    fn = {"name": "get_weather", "description": "Weather.", "parameters": {
+        "type": "dict", "properties": {"city": {"type": "string"}}, "required": ["city"]}}
+    (tmp / "BFCL_v4_multiple.json").write_text(json.dumps({"id": "mt_0", "question": question, "function": [fn]},
+                                                          ensure_ascii=False) + "\n")
+    truth = [{"get_weather": {"city": ["Rome"]}}] if answer is None else answer
+    (tmp / "possible_answer" / "BFCL_v4_multiple.json").write_text(json.dumps({"id": "mt_0", "ground_truth": truth}) + "\n")
+    return tmp
+
+
+def test_a_second_request_after_a_tool_result_loads_in_openai_shape(tmp_path: Path) -> None:
+    # Written as a data file is easiest to write: arguments and results as objects, no ids.
+    question = [[{"role": "user", "content": "Weather in Paris?"}],
+                [{"role": "assistant", "tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]},
+                 {"role": "tool", "content": {"temp_c": 18}},
+                 {"role": "user", "content": "And in Rome?"}]]
+    (case,) = load_cases(_call_case(tmp_path, question), "multiple")
+    assert [m["role"] for m in case.messages] == ["user", "assistant", "tool", "user"]
+    call = case.messages[1]["tool_calls"][0]
+    assert call == {"id": "call00001", "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}
+    assert case.messages[1]["content"] == ""
+    assert case.messages[2] == {"role": "tool", "tool_call_id": "call00001", "content": '{"temp_c": 18}'}
+    assert case.expected == [{"get_weather": {"city": ["Rome"]}}]
+    # One turn holding it all, in OpenAI's own shape, keeps its ids; a ground truth [] is no call.
+    own = [{"role": "user", "content": "Weather in Paris and Oslo?"},
+           {"role": "assistant", "content": "", "tool_calls": [
+               {"id": "callA0001", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}},
+               {"id": "callB0002", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}]},
+           {"role": "tool", "tool_call_id": "callB0002", "content": "3 C"},
+           {"role": "tool", "tool_call_id": "callA0001", "content": "18 C"},
+           {"role": "user", "content": "Which is warmer?"}]
+    (case,) = load_cases(_call_case(tmp_path, [own], answer=[]), "multiple")
+    assert case.messages == own and case.expected == []
+    assert check_calls([], case.expected).ok
+
+
+@pytest.mark.parametrize(("question", "error"), [
+    ([[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]], "does not begin with the assistant"),
+    ([[{"role": "user", "content": "a"}, {"role": "tool", "content": "x"}, {"role": "user", "content": "b"}]],
+     "answers no call"),
+    ([[{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": [{"name": "get_weather", "arguments": {}}]},
+       {"role": "user", "content": "b"}]], "comes before the result"),
+    ([[{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": [{"name": "get_weather", "arguments": "{"}]},
+       {"role": "tool", "content": "x"}, {"role": "user", "content": "b"}]], "not JSON"),
+    ([[{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": [{"name": "get_weather", "arguments": {}}]},
+       {"role": "tool", "tool_call_id": "other", "content": "x"}, {"role": "user", "content": "b"}]], "answers 'other'"),
+    ([[{"role": "user", "content": "a"}, {"role": "assistant", "tool_calls": [{"name": "get_weather", "arguments": {}}]},
+       {"role": "tool", "content": "x"}]], "does not end with the user"),
+    ([[{"role": "robot", "content": "a"}]], "role 'robot'"),
+    ([], "not a list of turns"),
+])
+def test_a_written_conversation_that_does_not_hold_together_is_refused(tmp_path: Path, question: object,
+                                                                       error: str) -> None:
+    with pytest.raises(DataError, match=error):
+        load_cases(_call_case(tmp_path, question), "multiple")

@@ -465,14 +465,15 @@ def test_a_guessed_call_under_the_threshold_is_answered_in_text(share: float) ->
         if refused:  # the text was decoded under the text branch alone
             grammar = backend.grammars[-1]
             assert grammar is not None and not matches(grammar, made_up)
-    # Not on a streamed turn: a text decoded after a refusal would reach the client unread.
-    from localtools.model._stream import TurnDone
+    # A streamed turn is decided whole before any of it is sent: the same answer, the same decisions.
+    from localtools.model._stream import TextDelta, TurnDone
 
     backend = ScriptedBackend([made_up, "Paris is the capital."], choices=choices)
     events = list(Model(backend, family="qwen2.5").stream(ask, [get_weather], decisions=Decisions(guess=0.75)))
     done = events[-1]
-    assert isinstance(done, TurnDone) and done.result.tool_calls
-    assert not [d for d in done.result.decisions if d.point is DecisionPoint.GUESS]
+    assert isinstance(done, TurnDone) and bool(done.result.tool_calls) is not (share < 0.75)
+    assert [d.taken for d in done.result.decisions if d.point is DecisionPoint.GUESS] == [share < 0.75]
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == done.result.content
     # Only under tool_choice "auto": a call the request demands stands.
     backend = ScriptedBackend([made_up], choices=choices)
     result = Model(backend, family="qwen2.5").chat(ask, [get_weather], tool_choice="required",
@@ -511,14 +512,15 @@ def test_a_code_the_conversation_spells_out_is_no_guess() -> None:
 
 def test_a_refused_guess_that_writes_its_call_again_asks_for_the_values_instead() -> None:
     """After a refused guess the text branch may not open as JSON; where its text holds the call
-    anyway, the answer asks for the values the call would have guessed, and says so."""
+    anyway, the model is told which values the call would have guessed and asks for them."""
     made_up = tc("get_weather", city="Atlantis")
     ask = [{"role": "user", "content": "What is the capital of France?"}]
     choices = {"": {"<tool_call>": 0.3, "The": 0.7}}
     again = 'Sure! {"name": "get_weather", "arguments": {"city": "Atlantis"}}'
     loose = 'Let me check: {"function": "get_weather", "args": {"city": "Atlantis"}}'
+    own = "Which city do you mean?"
     for text, asked in ((again, True), (loose, True), ("Paris is the capital.", False)):
-        backend = ScriptedBackend([made_up, text], choices=choices)
+        backend = ScriptedBackend([made_up, text, own], choices=choices)
         result = Model(backend, family="qwen2.5").chat(ask, [get_weather], decisions=Decisions(guess=0.75))
         assert not result.tool_calls
         grammar = backend.grammars[-1]
@@ -529,11 +531,14 @@ def test_a_refused_guess_that_writes_its_call_again_asks_for_the_values_instead(
         if not asked:
             assert result.content == text and DecisionPoint.ASK not in points
             continue
-        assert "get_weather" in result.content and "`city`" in result.content and "{" not in result.content
+        # The model, told which values it lacks, asks for them in its own words.
+        assert result.content == own and "`city`" in backend.prompts[-1].text and "`get_weather`" in \
+            backend.prompts[-1].text
         (decision,) = [d for d in result.decisions if d.point is DecisionPoint.ASK]
         assert decision.argument == "get_weather.city" and decision.taken
         # Stopped where the call object's keys began, or read whole.
         assert decision.reply == (text if text == loose else "Sure! {")
+        assert json.loads(decision.before or "") == decision.reply and json.loads(decision.after or "") == own
 
 
 def _weather_call(backend_name: str) -> tuple[Any, Any, Any, Any]:
@@ -658,12 +663,16 @@ def find_books(genre: str, author: str | None = None, max_results: int = 10, in_
 def test_ground_leaves_out_optional_arguments_the_conversation_never_mentions() -> None:
     reply = tc("find_books", genre="Fantasy", author="Tolkien", max_results=5, in_stock=True)
     ask = [{"role": "user", "content": "Any FANTASY books by   tolkien?"}]
-    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books], decisions=Decisions(ground=True))
+    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(
+        ask, [find_books], decisions=Decisions(ground=True, closed=True))
     # The required genre stays whatever it is; the author is in the question (case and spacing
     # aside); 5 and the boolean are not, and neither is their default.
     assert result.tool_calls[0].arguments == {"genre": "Fantasy", "author": "Tolkien"}
     assert [(d.point, d.argument) for d in result.decisions] == [
         (DecisionPoint.GROUND, "find_books.max_results"), (DecisionPoint.GROUND, "find_books.in_stock")]
+    # Without ``closed`` a boolean has no words of its own to judge: it stands.
+    result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books], decisions=Decisions(ground=True))
+    assert result.tool_calls[0].arguments == {"genre": "Fantasy", "author": "Tolkien", "in_stock": True}
 
 
 def test_open_string_reads_the_string_a_reply_ends_inside() -> None:
@@ -875,8 +884,8 @@ def test_ground_keeps_what_tells_a_replys_calls_apart() -> None:
         calls = [{"genre": "Fantasy", "author": "Tolkien"} | ({} if v is None else {"in_stock": v})
                  for v in (first, second)]
         reply = "\n".join(tc("find_books", **args) for args in calls)
-        result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(ask, [find_books],
-                                                                        decisions=Decisions(ground=True))
+        result = Model(ScriptedBackend([reply]), family="qwen2.5").chat(
+            ask, [find_books], decisions=Decisions(ground=True, closed=True))
         both = first is not None and second is not None
         got = [c.arguments.get("in_stock") for c in result.tool_calls]
         # Left out only where it is no default: False is find_books' default, so it stays.
@@ -1298,12 +1307,17 @@ def test_an_optional_argument_the_reply_was_given_is_not_outvoted() -> None:
     assert not vote.taken and vote.calls == 3  # greedy and two draws agree: settled
 
 
-def test_a_streamed_turn_is_not_voted_on() -> None:
-    model = Model(ScriptedBackend([PARIS]), family="qwen2.5")
+def test_a_streamed_turn_is_voted_on_as_a_whole_one_is() -> None:
     from localtools import TurnDone
 
-    last = list(model.stream(ASK, [get_weather], decisions=Decisions(samples=3)))[-1]
-    assert isinstance(last, TurnDone) and last.result.tool_calls and last.result.attempts == 1
+    replies = [PARIS, LONDON, LONDON]
+    whole = Model(ScriptedBackend(list(replies)), family="qwen2.5").chat(ASK, [get_weather],
+                                                                          decisions=Decisions(samples=3))
+    last = list(Model(ScriptedBackend(list(replies)), family="qwen2.5").stream(
+        ASK, [get_weather], decisions=Decisions(samples=3)))[-1]
+    assert isinstance(last, TurnDone)
+    assert [c.arguments for c in last.result.tool_calls] == [c.arguments for c in whole.tool_calls] == [{"city": "London"}]
+    assert last.result.decisions == whole.decisions
 
 
 def test_real_weights_write_a_parallel_question_as_a_list_of_calls(qwen: Model) -> None:
@@ -1413,8 +1427,8 @@ def test_load_applies_a_calibration_only_when_asked(tmp_path: Any, monkeypatch: 
     # Unasked, the catalog's thresholds; never the calibration's call threshold.
     assert load_module.load(family="qwen2.5").decisions == load_module.catalog_decisions(default_model())
     assert load_module.load(decisions="greedy", family="qwen2.5").decisions is None
-    with pytest.raises(UsageError, match="Decisions"):
-        load_module.load(decisions="sampled")  # type: ignore[arg-type]
+    with pytest.raises(UsageError, match=r"unknown decision setting sampled.*profile: default, greedy"):
+        load_module.load(decisions="sampled")
 
 
 _LINE = "m{n}  qwen2.5  llama-cpp  pypi:p==1!m.gguf  {sha}  10"
@@ -1670,7 +1684,8 @@ def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_t
     call = tc("get_forecast", city=city, days=5)
     for text, answer in (("Shakespeare wrote it.", "Shakespeare wrote it."),
                          ('Sure! {"name": "get_forecast", "arguments": {"city": "' + city + '"}}', None)):
-        backend = ScriptedBackend([call, text], choices=choices)
+        own = "I can only tell forecasts."
+        backend = ScriptedBackend([call, text, own], choices=choices)
         result = Model(backend, family="qwen2.5").chat(ask, [get_forecast], decisions=Decisions(guess=0.2, fit=0.9))
         refused = share < 0.9
         (decision,) = [d for d in result.decisions if d.point is DecisionPoint.FIT]
@@ -1681,11 +1696,12 @@ def test_a_call_to_a_tool_nothing_speaks_of_under_the_threshold_is_answered_in_t
             continue
         if answer is not None:
             assert result.content == answer
-        else:  # the text held the call again: the answer says the tool does something else
-            assert "`get_forecast`" in result.content and "{" not in result.content
-            assert "something else" in result.content and "`city`" not in result.content
+        else:  # the text held the call again: the model is told the tool does something else, and answers
+            assert result.content == own
+            note = backend.prompts[2].text
+            assert "`get_forecast`" in note and "something else" in note and "`city`" not in note
             (ask_decision,) = [d for d in result.decisions if d.point is DecisionPoint.ASK]
-            assert ask_decision.argument == "get_forecast"
+            assert ask_decision.argument == "get_forecast" and ask_decision.taken
         assert [d.point for d in result.decisions].count(DecisionPoint.GUESS) == (city == "Atlantis")
     # A reply with a call to a tool the conversation speaks of stands whole.
     @tool
@@ -1841,19 +1857,28 @@ def test_calibration_judges_a_guess_or_a_stranger_on_the_calls_before_another() 
     assert replay(p, 0.0, 0.5, 0.1, fit=0.4, is_unfit=unfit_) == second
 
 
-def test_a_streamed_turn_never_parts() -> None:
-    """A streamed turn's reply is written whole before any decision on it (what it sends goes
-    out as it is written); a call, sent only once whole, may still be written again as a list."""
-    from localtools.model._stream import TurnDone
+def test_a_streamed_turn_parts_and_decides_as_a_whole_one_does() -> None:
+    """With a lever that decodes the turn again, a streamed turn is decided whole before any of it
+    is sent: it parts where the whole turn parts, and sends the same calls."""
+    from localtools.model._stream import ToolCallDone, TurnDone
 
     listed = "```json\n[" + ITEM.format("Paris")
     choices = {"```json\n": {'{"': 0.5, "[": 0.5}, listed: {"]": 1.0}}
-    backend = ScriptedBackend([FENCE_PARIS, listed + "]\n```"], choices=choices)
-    events = list(Model(backend, family="qwen2.5").stream(ASK, [get_weather], decisions=Decisions(form=0.0001)))
+
+    def backend() -> ScriptedBackend:
+        return ScriptedBackend([FENCE_PARIS, listed + "]\n```"], choices=choices)
+
+    whole_backend, streamed_backend = backend(), backend()
+    whole = Model(whole_backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(form=0.0001))
+    events = list(Model(streamed_backend, family="qwen2.5").stream(ASK, [get_weather],
+                                                                    decisions=Decisions(form=0.0001)))
     done = events[-1]
-    assert isinstance(done, TurnDone) and [c.arguments["city"] for c in done.result.tool_calls] == ["Paris"]
-    assert backend.continued == [0, len("```json\n")]
-    assert done.result.completion_tokens == len(FENCE_PARIS) + len(listed + "]\n```") - len("```json\n")
+    def calls(found: list) -> list:
+        return [(c.name, c.arguments) for c in found]
+
+    assert isinstance(done, TurnDone) and calls(done.result.tool_calls) == calls(whole.tool_calls)
+    assert done.result.decisions == whole.decisions and streamed_backend.continued == whole_backend.continued
+    assert [e.call for e in events if isinstance(e, ToolCallDone)] == done.result.tool_calls
 
 
 @pytest.mark.parametrize("stated", ["Default is {}.", "Defaults to {}.", "default value is {}", "Default {}",

@@ -77,13 +77,16 @@ def scenario_reply(prompt: Any, grammar: object) -> str:
     """Calls each scenario's tool with the right arguments, then answers with its facts."""
     import json
 
-    scenario = next((s for s in SCENARIOS if s.question in prompt.text), None)
+    from localtools.bench._scenarios import TRANSLATED
+
+    scenario = next((s for s in (*SCENARIOS, *TRANSLATED) if s.question in prompt.text), None)
     if scenario is None:  # a BFCL case of the same run
         return "No tool is needed."
     if "<tool_response>" not in prompt.text:
         name, arguments = scenario.call
-        return "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
-    return "The answer: " + ", ".join(scenario.facts) + "."
+        first = {k: v[0] if isinstance(v, tuple) else v for k, v in arguments.items()}
+        return "<tool_call>\n" + json.dumps({"name": name, "arguments": first}, ensure_ascii=False) + "\n</tool_call>"
+    return "The answer: " + ", ".join(f if isinstance(f, str) else f[0] for f in scenario.facts) + "."
 
 
 def test_cli_bench_runs_the_scenarios(tmp_path: Any, monkeypatch: Any, capsys: Any) -> None:
@@ -104,3 +107,51 @@ def test_cli_bench_runs_the_scenarios(tmp_path: Any, monkeypatch: Any, capsys: A
         "fake llama-cpp constrained auto", len(SCENARIOS), 1.0, 1.0)
     assert len(report["scenarios"]) == len(SCENARIOS)
     assert "multi-turn scenarios" in capsys.readouterr().out
+
+
+def test_the_scenarios_are_asked_in_chinese_japanese_and_spanish_with_the_same_calls() -> None:
+    from localtools.bench._scenarios import TRANSLATED
+
+    assert {s.language for s in TRANSLATED} == {"zh", "ja", "es"} and len(TRANSLATED) == 3 * len(SCENARIOS)
+    for scenario in TRANSLATED:
+        english = next(s for s in SCENARIOS if scenario.name.startswith(s.name + "-"))
+        assert scenario.tools == english.tools and scenario.result == english.result
+        assert scenario.question != english.question
+    weather = next(s for s in TRANSLATED if s.name == "weather-zh")
+    for city, found in (("奥斯陆", True), ("Oslo", True), ("oslo", True), ("北京", False)):
+        call = CALL.replace("get_customer", "get_weather").replace('"customer_id": "cust-1001"', f'"city": "{city}"')
+        for answer, said in (("奥斯陆正在下雨。", True), ("It is raining.", True), ("天气晴朗。", False)):
+            result = run_scenario(model(call, answer), "m", weather)
+            assert result.called_once is found and result.answered is said, (city, answer)
+            assert result.language == "zh"
+
+
+def test_a_mode_s_decisions_replace_the_model_s_own_for_its_scenarios() -> None:
+    from localtools.model._decide import Decisions
+
+    mine = model(CALL + "\n" + CALL, "Customer cust-1001 is on the pro plan.")
+    mine.decisions = Decisions()
+    # Greedy leaves the repeated call in; distinct, given as the mode's decisions, takes it out.
+    result = run_scenario(mine, "m", PLAN, decisions=Decisions(distinct=True))
+    assert result.calls == [("get_customer", {"customer_id": "cust-1001"})] and result.called_once
+    assert mine.decisions == Decisions()
+
+
+def test_cli_bench_runs_the_scenarios_alone_in_every_language_per_setting(tmp_path: Any, monkeypatch: Any) -> None:
+    import json
+
+    from test_bench import _folder
+
+    from localtools.cli import main
+    from localtools.model import _load
+
+    monkeypatch.setattr(_load, "load", lambda name, backend: Model(ScriptedBackend([scenario_reply] * 500), family="qwen2.5"))
+    out = tmp_path / "bench.json"
+    assert main(["bench", "--data", str(_folder(tmp_path)), "--category", "irrelevance", "--sample", "0",
+                 "--model", "fake", "--mode", "constrained", "--scenarios", "--scenario-language", "all",
+                 "--decisions", "greedy", "--decisions", "distinct", "--json", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["cases"] == [] and report["summary"] == []  # --sample 0: the scenarios alone
+    rows = {(r["mode"].split()[-1], r["language"]): r for r in report["scenario_summary"]}
+    assert set(rows) == {(s, lang) for s in ("greedy", "distinct") for lang in ("en", "zh", "ja", "es")}
+    assert all(r["scenarios"] == len(SCENARIOS) and r["called_once_rate"] == 1.0 for r in rows.values())

@@ -465,6 +465,7 @@ class Agent:
         st.prompt_seconds, st.decode_seconds = result.prompt_seconds, result.decode_seconds
         st.attempts, st.schema_repairs = result.attempts, result.schema_repairs
         st.disguise_retries = result.disguise_retries
+        st.decisions = list(result.decisions)
         yield TurnDone(result)
 
     async def _run_calls(self, calls: list[ToolCall], state: _RunState, step: int,

@@ -22,6 +22,7 @@ from typing import IO, Any
 
 from .._errors import DataError, UsageError
 from ..families._parse import ToolCall
+from ..model._decide import Decision, DecisionPoint
 from ._trace import CallOutcome, CallTrace, StepTrace
 
 __all__ = ["Pending", "Replay", "RunLog", "replay"]
@@ -149,7 +150,10 @@ def replay(path: str | Path) -> Replay:
 
     def step_trace(data: dict[str, Any]) -> StepTrace:
         known = {f.name for f in fields(StepTrace)}
-        return StepTrace(**{k: v for k, v in data.items() if k in known})
+        kept = {k: v for k, v in data.items() if k in known}
+        # Decisions come back as the classes they were written from.
+        kept["decisions"] = [Decision(**{**d, "point": DecisionPoint(d["point"])}) for d in kept.get("decisions") or ()]
+        return StepTrace(**kept)
 
     def call_trace(data: dict[str, Any]) -> CallTrace:
         known = {f.name for f in fields(CallTrace)}

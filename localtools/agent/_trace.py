@@ -8,6 +8,7 @@ from enum import StrEnum
 from typing import Any
 
 from .._errors import ApprovalDenied, ToolExecutionError, ToolTimeout, ToolUnavailable
+from ..model._decide import Decision
 
 __all__ = ["CallOutcome", "CallTrace", "StepTrace", "outcome_of"]
 
@@ -111,6 +112,9 @@ class StepTrace:
     #: What the loop's checks found this step and told the model: a repeated call, a repeated
     #: failure, two tools called in turn without progress, a call id used before.
     loop_checks: list[str] = field(default_factory=list)
+    #: The turn's decisions (``ChatResult.decisions``): where each was made, on what share, and
+    #: what it changed (``before`` and ``after``).
+    decisions: list[Decision] = field(default_factory=list)
 
 
 #: The outcome each error a tool call may raise stands for; the loop and the audit log read it here.

@@ -6,11 +6,12 @@ from ._checker import Verdict, check_calls
 from ._peers import LlamaCppPythonPeer, NativePeer, OpenAIPeer, Peer, PeerError, PeerReply, parse_peer
 from ._pooled import Pool, PooledMode, PooledResult, pool_tools, run_pooled, summarize_pooled
 from ._runner import CaseResult, Mode, run_bench, summarize, write_json
-from ._scenarios import SCENARIOS, Scenario, ScenarioResult, run_scenario, summarize_scenarios
+from ._scenarios import SCENARIOS, TRANSLATED, Scenario, ScenarioResult, run_scenario, summarize_scenarios
 
 __all__ = [
     "CATEGORIES",
     "SCENARIOS",
+    "TRANSLATED",
     "Case",
     "CaseResult",
     "LlamaCppPythonPeer",

@@ -169,7 +169,8 @@ class ModelPeer:
         return PeerReply(reply.message(), reply.latency, reply.prompt_tokens, reply.completion_tokens,
                          reply.prompt_seconds, reply.decode_seconds, raw=reply.raw, repairs=reply.schema_repairs,
                          disguises_caught=reply.disguise_retries,
-                         decisions=[{"point": str(d.point), "share": d.share, "taken": d.taken, "argument": d.argument}
+                         decisions=[{"point": str(d.point), "share": d.share, "taken": d.taken, "argument": d.argument,
+                                     "before": d.before, "after": d.after}
                                     for d in reply.decisions])
 
 

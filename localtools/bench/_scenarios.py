@@ -8,6 +8,7 @@ scenario runs through the whole loop of a mode: ``Agent`` for our own modes, a p
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -17,11 +18,12 @@ from typing import Any
 from .._errors import AgentError, LocalToolsError, MaxStepsExceeded
 from ..agent._agent import Agent
 from ..families._parse import disguised_calls
+from ..model._decide import Decisions
 from ..model._model import Model
 from ..tools._tools import Tool
 from ._peers import Peer
 
-__all__ = ["SCENARIOS", "Scenario", "ScenarioResult", "run_scenario", "summarize_scenarios"]
+__all__ = ["SCENARIOS", "TRANSLATED", "Scenario", "ScenarioResult", "run_scenario", "summarize_scenarios"]
 
 
 def _fn(name: str, description: str, **properties: str) -> dict[str, Any]:
@@ -43,12 +45,16 @@ class Scenario:
     name: str
     question: str
     tools: tuple[dict[str, Any], ...]
-    #: The one call the question needs: tool name and the arguments it must carry.
+    #: The one call the question needs: tool name and the arguments it must carry (a tuple: any
+    #: of these values; a city the user names in their language is the same city).
     call: tuple[str, dict[str, Any]]
     #: What that call returns; any other call returns an error record.
     result: dict[str, Any]
-    #: Strings the final answer must contain (case-insensitive).
-    facts: tuple[str, ...]
+    #: What the final answer must say (case-insensitive): each fact a string, or a tuple of the
+    #: ways it may be said in the question's language.
+    facts: tuple[str | tuple[str, ...], ...]
+    #: The question's language (BCP 47), for the bench's rows.
+    language: str = "en"
 
 
 SCENARIOS = (
@@ -66,11 +72,46 @@ SCENARIOS = (
 )
 
 
+def _translated(language: str, questions: dict[str, str], *, cities: tuple[str, ...], rain: tuple[str, ...],
+                shipped: tuple[str, ...], plan: tuple[str, ...] = ("pro",)) -> tuple[Scenario, ...]:
+    """The five scenarios asked in ``language``: the same tools (described in English, as users'
+    code is), calls and results; the facts as the answer may say them in that language."""
+    out = []
+    for scenario in SCENARIOS:
+        name, arguments = scenario.call
+        if scenario.name == "weather":
+            arguments = {"city": ("Oslo", *cities)}
+        facts = {"customer-plan": (plan,), "weather": (("rain", *rain),), "order": (("shipped", *shipped),)}.get(
+            scenario.name, scenario.facts)
+        out.append(Scenario(f"{scenario.name}-{language}", questions[scenario.name], scenario.tools, (name, arguments),
+                            scenario.result, facts, language))
+    return tuple(out)
+
+
+#: The seeds' scenarios asked in Chinese, Japanese and Spanish (the tools stay in English).
+TRANSLATED = (
+    *_translated("zh", {"customer-plan": "客户 cust-1001 用的是哪个订阅套餐？", "weather": "奥斯陆现在在下雨吗？",
+                        "order": "订单 A-778 发货了吗？", "stock": "ACME 股票现在的价格是多少？",
+                        "temperature": "华氏100度是摄氏多少度？"},
+                 cities=("奥斯陆",), rain=("雨",), shipped=("发货", "已发", "寄出", "运")),
+    *_translated("ja", {"customer-plan": "顧客 cust-1001 はどのサブスクリプションプランを使っていますか？",
+                        "weather": "オスロは今、雨が降っていますか？", "order": "注文 A-778 はもう発送されましたか？",
+                        "stock": "ACME の株価は今いくらですか？", "temperature": "華氏100度は摂氏何度ですか？"},
+                 cities=("オスロ",), rain=("雨",), shipped=("発送", "出荷")),
+    *_translated("es", {"customer-plan": "¿Qué plan de suscripción usa el cliente cust-1001?",
+                        "weather": "¿Está lloviendo ahora mismo en Oslo?", "order": "¿Ya se envió el pedido A-778?",
+                        "stock": "¿Cuál es el precio actual de la acción de ACME?",
+                        "temperature": "¿Cuántos grados Celsius son 100 grados Fahrenheit?"},
+                 cities=(), rain=("lluv", "llov"), shipped=("envi", "enví", "despach")),
+)
+
+
 @dataclass
 class ScenarioResult:
     mode: str
     scenario: str
     answer: str
+    language: str = "en"
     #: Every call made, in order, as (name, arguments).
     calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     #: The answer holds every fact and is not a call written as text.
@@ -85,11 +126,20 @@ class ScenarioResult:
 def _executor(scenario: Scenario, calls: list[tuple[str, dict[str, Any]]]) -> Callable[[str, dict[str, Any]], str]:
     def execute(name: str, arguments: dict[str, Any]) -> str:
         calls.append((name, arguments))
-        if (name, _normal(arguments)) == (scenario.call[0], _normal(scenario.call[1])):
+        if _expected(scenario, name, arguments):
             return json.dumps(scenario.result)
         return json.dumps({"error": f"no record for {name}({json.dumps(arguments)})"})
 
     return execute
+
+
+def _expected(scenario: Scenario, name: str, arguments: dict[str, Any]) -> bool:
+    """Whether a call is the one the scenario needs (a value given as a tuple: any of them)."""
+    wanted, values = scenario.call
+    if name != wanted or set(arguments) != set(values):
+        return False
+    return all(_normal({k: arguments[k]}) in [_normal({k: v}) for v in (ways if isinstance(ways, tuple) else (ways,))]
+               for k, ways in values.items())
 
 
 def _normal(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -126,9 +176,13 @@ def _client_loop(peer: Peer, scenario: Scenario, execute: Callable[[str, dict[st
 
 
 def run_scenario(model: Model | Peer, label: str, scenario: Scenario, *, constrained: bool = True, max_steps: int = 4,
-                 max_tokens: int = 256) -> ScenarioResult:
-    """One scenario through the whole loop of one mode."""
-    result = ScenarioResult(mode=label, scenario=scenario.name, answer="")
+                 max_tokens: int = 256, decisions: Decisions | None = None) -> ScenarioResult:
+    """One scenario through the whole loop of one mode (``decisions``: the mode's, in place of the
+    model's own; ``Decisions()`` is greedy)."""
+    if decisions is not None and isinstance(model, Model):
+        model = copy.copy(model)
+        model.decisions = decisions
+    result = ScenarioResult(mode=label, scenario=scenario.name, answer="", language=scenario.language)
     execute = _executor(scenario, result.calls)
     started = time.perf_counter()
     try:
@@ -142,19 +196,20 @@ def run_scenario(model: Model | Peer, label: str, scenario: Scenario, *, constra
         result.error = f"{type(exc).__name__}: {str(exc)[:200]}"
     result.seconds = time.perf_counter() - started
     answer = result.answer.lower()
-    result.answered = (not result.error and all(f.lower() in answer for f in scenario.facts)
+    result.answered = (not result.error and all(any(way.lower() in answer for way in (f if isinstance(f, tuple) else (f,)))
+                                                for f in scenario.facts)
                        and not disguised_calls(result.answer))
-    expected = (scenario.call[0], _normal(scenario.call[1]))
-    result.called_once = [(n, _normal(a)) for n, a in result.calls] == [expected]
+    result.called_once = len(result.calls) == 1 and _expected(scenario, *result.calls[0])
     return result
 
 
 def summarize_scenarios(results: list[ScenarioResult]) -> list[dict[str, Any]]:
-    """One row per mode: answer rate, called-once rate, mean steps."""
+    """One row per mode and language: answer rate, called-once rate, mean steps."""
     rows = []
-    for mode in dict.fromkeys(r.mode for r in results):
-        mine = [r for r in results if r.mode == mode]
-        rows.append({"mode": mode, "scenarios": len(mine), "answer_rate": sum(r.answered for r in mine) / len(mine),
+    for mode, language in dict.fromkeys((r.mode, r.language) for r in results):
+        mine = [r for r in results if r.mode == mode and r.language == language]
+        rows.append({"mode": mode, "language": language, "scenarios": len(mine),
+                     "answer_rate": sum(r.answered for r in mine) / len(mine),
                      "called_once_rate": sum(r.called_once for r in mine) / len(mine),
                      "mean_steps": sum(r.steps for r in mine) / len(mine)})
     return rows

@@ -50,6 +50,9 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--scenarios", action="store_true", help="also run the multi-turn scenarios (a question, tools "
                        "incl. unrelated ones, the results): per auto mode, how often the answer holds the facts and "
                        "the needed tool was called once")
+    bench.add_argument("--scenario-language", action="append", choices=["en", "zh", "ja", "es", "all"],
+                       help="with --scenarios: the languages the scenarios are asked in (repeatable; default en; the "
+                            "tools stay in English)")
     bench.add_argument("--pooled", action="store_true", help="routing among many tools: pool the tools of every case "
                        "of the categories (default: multiple) into one set, deduplicated by name (the first definition "
                        "kept), and ask each sampled case with all of them and with the --route-k tools nearest its "
@@ -65,6 +68,10 @@ def add_parser(sub: Any) -> None:
     bench.add_argument("--greedy", action="store_true",
                        help="constrained modes settle every choice the grammar leaves by the greedy token, instead of "
                        "the catalog's thresholds for the model (docs/decisions.md)")
+    bench.add_argument("--decisions", action="append", metavar="PROFILE|LEVERS",
+                       help="each constrained mode once per setting of the decisions (repeatable): a profile (default, "
+                            "greedy, bfcl, calibrated) or levers as models.txt writes them (form=0.0001,distinct); "
+                            "labelled by the setting")
     bench.add_argument("--levers", action="store_true", help="each constrained mode once per decision lever on the same "
                        "cases: greedy, call (call or text on the calibrated share), more (another call on its "
                        "share), guess (calls whose required values the conversation lacks, on a share under the "
@@ -141,15 +148,18 @@ def _bench_peers(args: argparse.Namespace, names: list[str], choices: list[str])
 
 
 def _bench_scenarios(args: argparse.Namespace, models: dict[tuple[str, str], Any], modes: list[Any]) -> tuple[list[Any], list[Any]]:
-    from ..bench import SCENARIOS, run_scenario, summarize_scenarios
+    from ..bench import SCENARIOS, TRANSLATED, run_scenario, summarize_scenarios
 
     auto = [m for m in modes if m.tool_choice == "auto"]
+    wanted = set(args.scenario_language or ["en"])
+    chosen = [s for s in (*SCENARIOS, *TRANSLATED) if s.language in wanted or "all" in wanted]
     results = []
-    with _common.steps("scenarios", len(auto) * len(SCENARIOS)) as step:
-        for scenario in SCENARIOS:
+    with _common.steps("scenarios", len(auto) * len(chosen)) as step:
+        for scenario in chosen:
             for mode in auto:
                 results.append(run_scenario(models[mode.model, mode.backend], mode.label, scenario,
-                                            constrained=mode.constrained, max_tokens=args.max_tokens))
+                                            constrained=mode.constrained, max_tokens=args.max_tokens,
+                                            decisions=mode.decisions if mode.constrained else None))
                 step(f"{mode.label} {scenario.name}")
     return summarize_scenarios(results), results
 
@@ -234,6 +244,18 @@ def _bench_pooled(args: argparse.Namespace) -> int:
         write_json(args.json, rows, list(results), meta)
         print(f"wrote {args.json}")
     return 0
+
+
+def _setting_modes(settings: list[str], modes: list[Any]) -> list[Any]:
+    """Each constrained mode once per setting of the decisions (``resolve_decisions``), labelled by it."""
+    from dataclasses import replace
+
+    from ..model._decide import Decisions
+    from ..model._load import resolve_decisions
+
+    return [m for mode in modes for m in (
+        [replace(mode, decisions=resolve_decisions(setting, mode.model) or Decisions(), lever=setting)
+         for setting in dict.fromkeys(settings)] if mode.constrained else [mode])]
 
 
 #: The levers --lever names.
@@ -387,12 +409,16 @@ def main(args: argparse.Namespace) -> int:
         for choice in choices for decoding in (args.mode or ["free", "constrained"])]
     models: dict[tuple[str, str], Any] = {} if args.peers_only else _bench_models(args, names, backends)
     peers, peer_modes = _bench_peers(args, names, choices)
+    if args.decisions:
+        if args.levers or args.greedy:
+            raise UsageError("--decisions names each setting to run: it does not go with --levers or --greedy")
+        modes = _setting_modes(args.decisions, modes)
     if args.levers:
         modes = _lever_modes(args, modes, models)
         if args.split == "report":
             cases = _apart_from_calibration(cases, names)
     deciding = {f"{name} {backend}": _decides(model.decisions) for (name, backend), model in models.items()}
-    if not args.levers:
+    if not args.levers and not args.decisions:
         for label, how in deciding.items():
             print(f"note: {label} constrained decides {how}", file=sys.stderr)
     models.update(peers)
@@ -415,10 +441,10 @@ def main(args: argparse.Namespace) -> int:
     _common.print_table(table)
     if scenario_rows:
         scenarios = Table(title="multi-turn scenarios (auto modes)")
-        for column in ("mode", "scenarios", "answered", "called once", "mean steps"):
-            scenarios.add_column(column, justify="left" if column == "mode" else "right")
+        for column in ("mode", "language", "scenarios", "answered", "called once", "mean steps"):
+            scenarios.add_column(column, justify="left" if column in ("mode", "language") else "right")
         for srow in scenario_rows:
-            scenarios.add_row(srow["mode"], str(srow["scenarios"]), f"{srow['answer_rate']:.0%}",
+            scenarios.add_row(srow["mode"], srow["language"], str(srow["scenarios"]), f"{srow['answer_rate']:.0%}",
                               f"{srow['called_once_rate']:.0%}", f"{srow['mean_steps']:.1f}")
         _common.print_table(scenarios)
     if args.json:

@@ -151,6 +151,8 @@ def load_model(args: argparse.Namespace) -> Any:
         options["decisions"] = "calibrated"
     elif getattr(args, "greedy", False):
         options["decisions"] = "greedy"
+    elif getattr(args, "decisions", None) is not None:
+        options["decisions"] = args.decisions  # serve --decisions: a profile name load() reads
     model = load(args.model, backend=args.backend, family=args.family, template=args.template, **options)
     model.strict_schema = bool(getattr(args, "strict_schema", False))
     set_disguise_retry(model, args)

@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from .._errors import UsageError
 from . import _common
 
 
@@ -39,6 +40,11 @@ def add_parser(sub: Any) -> None:
                        "$LOCALTOOLS_API_KEY; without one, binding beyond this machine prints a warning)")
     serve.add_argument("--max-body-bytes", type=int, default=4 * 1024 * 1024, metavar="N",
                        help="larger request bodies get a 413 (default 4 MiB)")
+    serve.add_argument("--decisions", metavar="PROFILE",
+                       help="the decision levers every request runs under unless it sets its own 'decisions' field: "
+                       "a profile name as load(decisions=...) takes it, e.g. greedy (no lever: the greedy token "
+                       "settles every choice the grammar leaves) or calibrated (the thresholds `localtools calibrate` "
+                       "wrote for this model). Default: the catalog's levers for the model (docs/serve.md)")
     serve.add_argument("--max-build-seconds", type=float, default=5.0, metavar="S",
                        help="a request whose tool schemas take longer to check and build into a grammar gets a 400 "
                        "naming the schema path (default 5)")
@@ -48,6 +54,9 @@ def main(args: argparse.Namespace) -> int:
     from ..host._catalog import default_model
     from ..serve import ServerConfig, create_app, serve
 
+    if args.decisions is not None and (args.calibrated or args.greedy):
+        raise UsageError("give --decisions PROFILE or --calibrated / --greedy, not both (--calibrated is "
+                         "--decisions calibrated, --greedy is --decisions greedy)")
     model = _common.load_model(args)
     # Behind an engine with no --model, the model is the one the engine serves.
     served = model.name if model.backend.capabilities.remote else default_model()
@@ -55,7 +64,8 @@ def main(args: argparse.Namespace) -> int:
     config = ServerConfig(model_name=name, max_queue=args.queue, concurrency=args.concurrency,
                           default_max_tokens=args.max_tokens,
                           default_temperature=args.temperature, max_body_bytes=args.max_body_bytes,
-                          api_key=args.api_key or None, max_build_seconds=args.max_build_seconds)
+                          api_key=args.api_key or None, max_build_seconds=args.max_build_seconds,
+                          model_source=args.model or served, family=args.family, template=args.template)
     create_app(model, config)  # a missing starlette fails here, before the socket opens
 
     def ready(url: str) -> None:

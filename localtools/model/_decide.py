@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,12 +25,47 @@ from .._errors import UsageError
 from .._types import Prompt
 from ..backends._base import NextTokens
 from ..grammar import Ahead, Grammar, lookahead, matches
+from ._reading import UNSPACED, normal, plain, runs, unspaced, words
 
-__all__ = ["CALIBRATED", "SWITCHES", "CopyBias", "Decision", "DecisionPoint", "Decisions", "Grounds", "adds_option",
-           "as_fraction", "asking", "branch_shares", "content_text", "conversation_text", "covers", "cut_word",
-           "fork", "grammar_branch", "grounded", "guessed", "made_of", "number_ahead", "numbers_in", "open_string",
-           "refusing", "said", "shaped", "spoken_options", "stated_shape", "telling", "uncovered", "unfit", "ungrounded",
-           "ungrounded_items", "unheld"]
+__all__ = [
+    "CALIBRATED",
+    "SWITCHES",
+    "CopyBias",
+    "Decision",
+    "DecisionPoint",
+    "Decisions",
+    "Grounds",
+    "adds_option",
+    "as_fraction",
+    "asked",
+    "asking",
+    "branch_shares",
+    "content_text",
+    "conversation_text",
+    "covers",
+    "cut_word",
+    "english",
+    "fork",
+    "grammar_branch",
+    "grounded",
+    "guessed",
+    "made_of",
+    "number_ahead",
+    "numbers_in",
+    "open_string",
+    "readable_numbers",
+    "refusing",
+    "said",
+    "shaped",
+    "spoken_options",
+    "stated_shape",
+    "telling",
+    "uncovered",
+    "unfit",
+    "ungrounded",
+    "ungrounded_items",
+    "unheld",
+]
 
 
 class DecisionPoint(StrEnum):
@@ -50,9 +86,10 @@ class DecisionPoint(StrEnum):
     #: Under tool_choice "auto": calls whose required values the conversation does not hold,
     #: made on a share under the ``guess`` threshold, answered in text instead.
     GUESS = "guess"
-    #: After a refused guess, the text the model wrote was a call again: the answer asks for the
-    #: values it would have guessed instead (``asking``), or says its tools do not do what was asked
-    #: (``refusing``, after a refused ``FIT``).
+    #: After a refused guess, the text the model wrote was a call again: the model is told to ask
+    #: for the values it would have guessed (``asking``), or that its tools do not do what was asked
+    #: (``refusing``, after a refused ``FIT``), and writes its answer again in its own words; taken
+    #: when that answer is text (``before``: the call it wrote, ``after``: its answer), else the calls stand.
     ASK = "ask"
     #: Under tool_choice "auto": calls only to tools nothing in the conversation speaks of (``unfit``),
     #: made on a share under the ``fit`` threshold, answered in text instead.
@@ -74,6 +111,9 @@ class DecisionPoint(StrEnum):
     #: the repairs: left out, the turn ends in the reply's other calls or, under "auto", in the
     #: model's answer under the text branch (``calls``: how many were left out).
     REPEAT = "repeat"
+    #: A string argument whose description states its form (``stated_shape``: a date format, a
+    #: city and its state) written under that form as its pattern (``after``: the value written).
+    SHAPE = "shape"
 
 
 @dataclass(frozen=True)
@@ -88,7 +128,9 @@ class Decisions:
     than as single calls; the grammar then admits both. ``distinct``: a reply's repeat of one of
     its own calls (same name and arguments) is left out. ``ground``: an optional argument is kept
     only when its value is grounded: written in the conversation (the user's words, a tool's
-    result), or the schema's default; required arguments are never left out. ``k`` tokens of the
+    result), or the schema's default; required arguments are never left out; ``closed``: booleans
+    (by the words of their key) and ``enum`` values are judged too (English requests to English
+    tools: elsewhere the user says them in words of their own). ``k`` tokens of the
     distribution are read at each step, a token that fits both branches followed up to ``depth``
     tokens deep. ``guess``: under tool_choice "auto", a reply whose calls are a guess (at most half
     of their required values are in the conversation, ``guessed``) and whose call share is under
@@ -127,7 +169,10 @@ class Decisions:
     what the request is about, and the conversation every required value): the mirror of
     ``guess`` and ``fit``.
     Backends that cannot give their distribution (``Capabilities.next_tokens``)
-    decide greedily, and say so in the result. ``samples``: self-consistency, the reply decided so
+    decide greedily, and say so in the result. ``other``: on a request written in a language the
+    word readings do not read (not English: ``Grounds.english``), ``guess`` and ``fit`` have no
+    words to weigh, and refuse only on a share under the lower of their threshold and this one:
+    where the model's own distribution leans to text. ``samples``: self-consistency, the reply decided so
     far and ``samples - 1`` more drawn at ``temperature`` / ``top_p`` under the same grammar; the
     calls most of them agree on (name and arguments, in any order; "no call" is one answer) win,
     the first reply breaking ties. It works on every backend, on turns that are not streamed.
@@ -148,6 +193,8 @@ class Decisions:
     held: bool = False
     distinct: bool = False
     ground: bool = False
+    closed: bool = False
+    other: float = 0.3
     samples: int = 1
     temperature: float = 0.7
     top_p: float = 0.95
@@ -156,7 +203,7 @@ class Decisions:
     depth: int = 3
 
     def __post_init__(self) -> None:
-        for name in ("call", "more", "form", "guess", "fit"):
+        for name in ("call", "more", "form", "guess", "fit", "other"):
             value = getattr(self, name)
             if value is not None and not 0.0 <= value <= 1.0:
                 raise UsageError(f"Decisions.{name} must be a share from 0 to 1 (or None for greedy), got {value!r}")
@@ -198,7 +245,7 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 #: The settings that are on or off (the rest are shares, bonuses and counts), in the order a
 #: summary names them.
-SWITCHES = ("cover", "percent", "option", "shape", "held", "distinct", "ground")
+SWITCHES = ("cover", "percent", "option", "shape", "held", "distinct", "ground", "closed")
 
 
 @dataclass(frozen=True)
@@ -217,8 +264,12 @@ class Decision:
     #: The reply's text when it was made (``MORE``, ``FORM``): the reply the turn ends with if it is not
     #: taken; for ``FORM``, only its opening where the reply stopped as it began a single call.
     reply: str = ""
-    #: The argument left out (``GROUND``): ``tool.argument``.
+    #: The argument it is about (``GROUND``, ``PERCENT``, ``OPTION``...): ``tool.argument``.
     argument: str = ""
+    #: What the decision changed, as JSON text: the value (or the reply's text) before and after;
+    #: ``None`` where there was none (an argument left out has no ``after``, one added no ``before``).
+    before: str | None = None
+    after: str | None = None
 
 
 #: Whether a branch can still follow: (the reply's text so far, a token's text after it, whether the
@@ -331,7 +382,7 @@ def distinct(keys: Sequence[str]) -> tuple[list[int], list[Decision]]:
 
 
 def _plain(text: str) -> str:
-    return " ".join(text.lower().split())
+    return plain(text)
 
 
 def grounded(value: Any, conversation: str, schema: Mapping[str, Any]) -> bool:
@@ -506,7 +557,7 @@ _STEM = 5
 
 
 def _words(text: str) -> list[str]:
-    return re.findall(r"[^\W_]+", text.lower())
+    return words(text)
 
 
 def _stem(word: str) -> str:
@@ -544,8 +595,13 @@ def _mentioned(value: Any, conversation: str, stems: frozenset[str], schema: Map
                                    for k, v in value.items())
     if isinstance(value, str) and _CODE.fullmatch(value.strip()):
         return _abbreviated(value.strip().lower(), _words(conversation))
-    words = _words(value) if isinstance(value, str) else []
-    return bool(words) and all(_stem(w) in stems for w in words)
+    if isinstance(value, str) and unspaced(value):
+        # A script without spaces has no word boundaries to stem at: each of the value's runs in
+        # it is said where the conversation writes that run as it is ("北京", not "京" and "北" apart).
+        spaced = _words(re.sub("|".join(map(re.escape, runs(value))), " ", _plain(value)))
+        return all(run in conversation for run in runs(value)) and all(_stem(w) in stems for w in spaced)
+    found = _words(value) if isinstance(value, str) else []
+    return bool(found) and all(_stem(w) in stems for w in found)
 
 
 #: Words of an argument's name that say nothing of what it is about ("include_history").
@@ -651,8 +707,12 @@ _GENERIC = frozenset({
 def _content(text: str) -> frozenset[str]:
     """The stems (``_stem``) of ``text``'s words that say what it is about (``_GENERIC`` and
     numbers aside); a name's parts count as words ("calculate_ROI", "getWeather")."""
-    words = _words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text))
-    return frozenset(_stem(w) for w in words if len(w) > 2 and w not in _GENERIC and not w.isdigit())
+    spaced = _words(re.sub(r"(?<=[a-z])(?=[A-Z])", " ", text))
+    # In a script without spaces a word is read as each pair of characters in a row ("天气" of
+    # "北京今天天气"): one character says too little, and no dictionary says where words end.
+    pairs = {run[i:i + 2] for run in runs(text) for i in range(len(run) - 1)}
+    return frozenset({_stem(w) for w in spaced if len(w) > 2 and w not in _GENERIC and not w.isdigit()
+                      and not unspaced(w)} | pairs)
 
 
 def _tool_content(name: str, description: str) -> frozenset[str]:
@@ -662,8 +722,8 @@ def _tool_content(name: str, description: str) -> frozenset[str]:
 
 
 def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str, str], conversation: str,
-          schemas: Mapping[str, Any] | None = None, earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()
-          ) -> list[str]:
+          schemas: Mapping[str, Any] | None = None, earlier: Sequence[tuple[str, Mapping[str, Any]]] = (), *,
+          closed: bool = True) -> list[str]:
     """The tools ``calls`` name (in order, each once) when nothing in ``conversation`` speaks of
     any of them: no word of a tool's name or of its description (``described``) begins
     (``_stem``) as a word the conversation uses, generic words aside ("sunset" is not "sunrise";
@@ -679,7 +739,7 @@ def unfit(calls: Sequence[tuple[str, Mapping[str, Any]]], described: Mapping[str
     names = list(dict.fromkeys(name for name, _ in calls))
     if any(_tool_content(name, described.get(name, "")) & stems for name in names):
         return []
-    if schemas is not None and made_of(calls, schemas, conversation, earlier):
+    if schemas is not None and made_of(calls, schemas, conversation, earlier, closed=closed):
         return []
     return names
 
@@ -703,7 +763,7 @@ def _normal(value: Any) -> Any:
 
 
 def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str,
-            earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> bool:
+            earlier: Sequence[tuple[str, Mapping[str, Any]]] = (), *, closed: bool = True) -> bool:
     """Whether every value ``calls`` write, required or optional, is said in the conversation
     (``conversation_text``: every message but the model's own) in its own words (``_mentioned``,
     ``own_words``: no default the tool states, no piece of a longer word; a boolean only where the
@@ -727,8 +787,11 @@ def made_of(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str
         used |= own
         for key, value in arguments.items():
             prop = props.get(key, {})
+            prop = prop if isinstance(prop, Mapping) else {}
+            if not closed and (isinstance(value, bool) or "enum" in prop or "const" in prop):
+                continue  # said in words of the user's own ("in Fahrenheit": "fahrenheit"), or not at all
             said = _said_of(key, stems) if isinstance(value, bool) else \
-                _mentioned(value, conversation, stems, prop if isinstance(prop, Mapping) else {}, own_words=True)
+                _mentioned(value, conversation, stems, prop, own_words=True)
             if not said:
                 return False
     return bool(calls)
@@ -744,15 +807,26 @@ class Grounds:
     described: Mapping[str, str]
     #: What the last message asks (``_content`` of its text) when it is the user's; empty otherwise.
     asked: frozenset[str] = frozenset()
+    #: Whether the request is written in English, the language the word readings read (``english``).
+    english: bool = True
+    #: ``made_of`` reads booleans and enum values too (``Decisions.closed``).
+    closed: bool = True
 
     @classmethod
-    def of(cls, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]]) -> Grounds:
+    def of(cls, messages: Sequence[Mapping[str, Any]], specs: Sequence[Mapping[str, Any]], *,
+           closed: bool = True) -> Grounds:
         """From a conversation and its tools (``{"type": "function", "function": {...}}``)."""
         fns = [spec["function"] for spec in specs]
         last = messages[-1] if messages else {}
         request = content_text(last.get("content")) if last.get("role") == "user" else None
         return cls(conversation_text(messages), {fn["name"]: fn.get("parameters") or {} for fn in fns},
-                   {fn["name"]: str(fn.get("description") or "") for fn in fns}, _content(request or ""))
+                   {fn["name"]: str(fn.get("description") or "") for fn in fns}, _content(request or ""),
+                   english(asked(messages)), closed)
+
+    def threshold(self, threshold: float, decisions: Decisions) -> float:
+        """The share under which ``guess`` or ``fit`` refuses: ``threshold`` on an English request,
+        the lower of it and ``decisions.other`` on any other (no words to weigh: the model's lean)."""
+        return threshold if self.english else min(threshold, decisions.other)
 
     def guessed(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
         return guessed(calls, self.schemas, self.conversation)
@@ -762,7 +836,7 @@ class Grounds:
 
     def unfit(self, calls: Sequence[tuple[str, Mapping[str, Any]]],
               earlier: Sequence[tuple[str, Mapping[str, Any]]] = ()) -> list[str]:
-        return unfit(calls, self.described, self.conversation, self.schemas, earlier)
+        return unfit(calls, self.described, self.conversation, self.schemas, earlier, closed=self.closed)
 
     def holds(self, calls: Sequence[tuple[str, Mapping[str, Any]]]) -> bool:
         """Whether ``calls`` answer the user's request (``asked``) in its own words: every word of
@@ -778,33 +852,57 @@ class Grounds:
         return self.asked <= written
 
 
+#: Function words of English that other languages written in Latin letters do not use as words:
+#: a request holding one is read as English, the language the word readings read.
+_ENGLISH = frozenset({"the", "is", "are", "was", "were", "what", "which", "how", "and", "of", "for", "with",
+                      "please", "you", "your", "this", "that", "it", "can", "could", "would", "should", "there",
+                      "my", "who", "where", "when", "why", "any", "by", "to", "at", "from", "get", "show", "find",
+                      "give", "some", "about", "than", "into", "if", "or", "not", "has", "have", "had", "does",
+                      "did", "will", "all", "its", "our", "their", "whose", "each", "every"})
+
+
+def english(text: str) -> bool:
+    """Whether ``text`` is read as English: no character of a script written without spaces, and a
+    function word of English (``_ENGLISH``). A request the word readings cannot read leaves
+    ``guess`` and ``fit`` to the model's distribution (``Decisions.other``); an empty one is English."""
+    if not text.strip():
+        return True
+    return not unspaced(text) and any(w in _ENGLISH for w in _words(text))
+
+
 def refusing(tools: Sequence[str]) -> str:
-    """A text answer for a turn whose only calls were to ``tools`` that do not do what was asked
-    (``unfit``)."""
+    """The note a model is given for a turn whose only calls were to ``tools`` that do not do what
+    was asked (``unfit``): to answer in text, in its own words and the user's language."""
     names = _listed([f"`{name}`" for name in tools])
-    return (f"I can't do that with the tools I have: {names} {'does' if len(tools) == 1 else 'do'} something "
-            "else.")
+    return (f"Your tools cannot do what the user's last message asks ({names} "
+            f"{'does' if len(tools) == 1 else 'do'} something else). Do not call a tool: tell the user so in "
+            "plain text, in the language of their message.")
 
 
 def asking(missing: Sequence[tuple[str, str]]) -> str:
-    """A text answer that asks for the ``missing`` values (``unheld``) instead of guessing them."""
+    """The note a model is given to ask for the ``missing`` values (``unheld``) instead of guessing
+    them: in its own words and the user's language."""
     by_tool: dict[str, list[str]] = {}
     for name, key in missing:
         by_tool.setdefault(name, []).append(f"`{key}`")
     needs = "; ".join(f"`{name}` needs {_listed(keys)}" for name, keys in by_tool.items())
-    many = len(missing) > 1
-    return (f"I can't answer that without guessing: {needs}, and the conversation does not give "
-            f"{'them' if many else 'it'}. What should {'they' if many else 'it'} be?")
+    return (f"The conversation does not give the values a call would need ({needs}). Do not call a tool and "
+            "do not guess them: ask the user for them in plain text, in the language of their message.")
 
 
 def _listed(items: Sequence[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str) -> list[str]:
+def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any], conversation: str, *,
+               closed: bool = True, numbers: bool = True) -> list[str]:
     """The optional arguments of a call to ``name`` the conversation does not speak of, in order:
     a value not ``_mentioned`` (as ``guessed`` reads values: word stems, codes, numbers as words),
-    a boolean that is not its default and whose own name's words the conversation never uses."""
+    a boolean that is not its default and whose own name's words the conversation never uses.
+    ``closed=False``: a boolean and a value of an ``enum`` or ``const`` are never judged (the user
+    says them in words of their own, in their language: "newest first" for ``"desc"``).
+    ``numbers=False``: a number is never judged either (a request not in English may write it in
+    words no reading here knows: "两位" for 2)."""
     required = set(schema.get("required", ())) if isinstance(schema, Mapping) else set()
     props = schema.get("properties", {}) if isinstance(schema, Mapping) else {}
     props = props if isinstance(props, Mapping) else {}
@@ -815,6 +913,12 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
             continue
         prop = props.get(key, {})
         prop = prop if isinstance(prop, Mapping) else {}
+        if not closed and (isinstance(value, bool) or "enum" in prop or "const" in prop):
+            continue
+        if not numbers and isinstance(value, int | float) and not isinstance(value, bool):
+            continue
+        if isinstance(value, str) and _formatted(prop):
+            continue  # the tool asks for a form ("HH:MM"); the user says the value in theirs ("at 10")
         if isinstance(value, bool):
             said = grounded(value, conversation, prop) or _said_of(key, stems)
         else:
@@ -822,6 +926,31 @@ def ungrounded(name: str, arguments: Mapping[str, Any], schema: Mapping[str, Any
         if not said:
             out.append(key)
     return out
+
+
+#: A description that states the form a string takes: "in HH:MM", "format: YYYY-MM-DD", "ISO 8601".
+_FORM = re.compile(r"\bformat(?:ted)?\b|\b(?:hh|yyyy|yy|mm|dd)\b|iso[ -]?8601", re.IGNORECASE)
+
+
+def _formatted(prop: Mapping[str, Any]) -> bool:
+    """Whether a string's schema asks for a form of its own (``format``, ``pattern``, or a
+    description that states one): the value is the user's in the tool's form, never written so."""
+    return "format" in prop or "pattern" in prop or bool(_FORM.search(str(prop.get("description") or "")))
+
+
+def readable_numbers(text: str) -> bool:
+    """Whether the numbers ``text`` writes are all read here: English (number words up to twelve,
+    digits), or a script without spaces that writes its numbers in digits only (no character with a
+    numeric value that is not a digit: "两", "十", "百"). Elsewhere a number may be a word no
+    reading here knows ("dos", "zwei")."""
+    if english(text):
+        return True
+    return unspaced(text) and not any(ch in _NUMERALS or (not ch.isdigit() and unicodedata.numeric(ch, None) is not None)
+                                      for ch in normal(text))
+
+
+#: Numerals Unicode gives no value: the simplified 两 (its traditional form 兩 has one) and 俩.
+_NUMERALS = frozenset("两俩")
 
 
 def spoken_options(calls: Sequence[tuple[str, Mapping[str, Any]]], schemas: Mapping[str, Any], conversation: str
@@ -902,17 +1031,27 @@ def ungrounded_items(arguments: Mapping[str, Any], schema: Mapping[str, Any], co
     return out
 
 
-def said(messages: Sequence[Mapping[str, Any]]) -> str:
+def said(messages: Sequence[Mapping[str, Any]], roles: Sequence[str] | None = None) -> str:
     """What the conversation said, as written: the text of every message but the assistant's own
-    (a value the model wrote itself grounds nothing), one message a line."""
+    (a value the model wrote itself grounds nothing), one message a line; ``roles``: only theirs
+    (``("user", "system")``: what was asked, not what a tool answered)."""
     parts = []
     for message in messages:
-        if message.get("role") == "assistant":
+        if message.get("role") == "assistant" or (roles is not None and message.get("role") not in roles):
             continue
         text = content_text(message.get("content"))
         if text is not None:
             parts.append(text)
     return "\n".join(parts)
+
+
+def asked(messages: Sequence[Mapping[str, Any]]) -> str:
+    """The request the turn answers, as written: the last user message's text ("" without one);
+    a list an earlier request named is not this one's."""
+    for message in reversed(messages):
+        if message.get("role") == "user":
+            return content_text(message.get("content")) or ""
+    return ""
 
 
 def content_text(content: Any) -> str | None:
@@ -1000,9 +1139,12 @@ _PLURALS = frozenset({"s", "es"})
 _CLOSERS = ".,;:!?\"')]}"
 
 
+#: A letter of a spaced script: a number written against one is part of a code ("A5"); against a
+#: character of a script without spaces ("增长5%") it is a number.
+_LETTER = rf"(?![{UNSPACED}])[^\W\d]"
 _SCALES = {"thousand": 10**3, "k": 10**3, "million": 10**6, "m": 10**6, "mn": 10**6, "billion": 10**9,
            "bn": 10**9, "trillion": 10**12}
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,3}(?:,\d{3})+|\d+)(\.\d+)?(?:(%)|\s?(thousand|million|billion|trillion)\b|"
+_NUMBER = re.compile(rf"(?<!{_LETTER}|[\d.])(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?(?:(%)|\s?(thousand|million|billion|trillion)\b|"
                      r"(k|m|mn|bn)\b)?", re.IGNORECASE)
 #: A number the reply is writing, at its end, where a value starts (JSON or a call's keywords).
 _WRITING = re.compile(r"(?:^|[:=\[(,])\s*(-?\d+(?:\.\d*)?)$")
@@ -1016,7 +1158,7 @@ def numbers_in(conversation: str) -> frozenset[str]:
     commas ("$400,000" is 400000), times their scale word ("50 million" is 50000000, and 50 as
     written), a percentage also as its fraction ("5%" is 5 and 0.05)."""
     out: set[str] = set()
-    for m in _NUMBER.finditer(conversation):
+    for m in _NUMBER.finditer(normal(conversation)):
         whole, part, percent, word, short = m.groups()
         written = whole.replace(",", "") + (part or "")
         out.add(written)
@@ -1042,13 +1184,20 @@ def as_fraction(key: str, value: Any, schema: Mapping[str, Any], conversation: s
     percentage (a tool that takes "the rate in percentage" takes 5), and where the places the
     conversation writes it as a whole number are percentages: those within a few words after one
     of the key's own words ("rate", "discount") where there are such, else every one ("5%" and
-    "5 years" with no word of the key near either are left alone). ``None`` where it stands as written."""
+    "5 years" with no word of the key near either are left alone). Never for a schema whose range
+    reaches past 1 (a ``maximum`` of 100 takes percentages as written) or that the fraction would
+    break (under its ``minimum``, not its ``multipleOf``). ``None`` where it stands as written."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 or \
             not isinstance(schema, Mapping) or schema.get("type") == "integer":
+        return None
+    top = [b for b in (schema.get("maximum"), schema.get("exclusiveMaximum"))
+           if isinstance(b, int | float) and not isinstance(b, bool)]
+    if any(b > 1 for b in top):
         return None
     if _PERCENT_WORDS.search(key) or _PERCENT_WORDS.search(str(schema.get("description") or "")):
         return None
     keys = {_stem(w) for w in _key_words(key)}
+    conversation = normal(conversation)  # "５％" is "5%"
     places: list[tuple[bool, bool]] = []
     for m in _NUMBER.finditer(conversation):
         whole, part, sign, word, short = m.groups()
@@ -1063,7 +1212,20 @@ def as_fraction(key: str, value: Any, schema: Mapping[str, Any], conversation: s
     judged = [percent for percent, close in places if close] or [percent for percent, _ in places]
     if not judged or not all(judged):
         return None
-    return float(_plain_number(float(value) / 100))
+    fraction = float(_plain_number(float(value) / 100))
+    return fraction if _within(fraction, schema) else None
+
+
+def _within(x: float, schema: Mapping[str, Any]) -> bool:
+    """Whether the number ``x`` keeps ``schema``'s bounds and ``multipleOf``."""
+    def bound(key: str) -> float | None:
+        b = schema.get(key)
+        return float(b) if isinstance(b, int | float) and not isinstance(b, bool) else None
+
+    low, high, above, below, step = (bound(k) for k in ("minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                                        "multipleOf"))
+    return (low is None or x >= low) and (high is None or x <= high) and (above is None or x > above) and \
+        (below is None or x < below) and (step is None or step <= 0 or abs(x / step - round(x / step)) < 1e-9)
 
 
 def _key_words(key: str) -> list[str]:
@@ -1168,7 +1330,8 @@ def cut_word(value: str, conversation: str, tools: str = "") -> list[str]:
     value ``tools`` (the offered tools' own text) writes whole and the word goes on with letters or
     digits: an abbreviation the tool takes ("asc" where "ascending" is said), where a word that goes
     on with marks alone is another token ("C" of "C#", though the tool's examples write 'C')."""
-    if not value or value[-1].isspace():
+    if not value or value[-1].isspace() or unspaced(value[-1]):
+        # A script without spaces has no word ends to read: every character "goes on inside a word".
         return []
     abbreviation = bool(re.search(rf"(?<!\w){re.escape(value)}(?!\w)", tools))
     rests: list[str] = []

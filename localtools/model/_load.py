@@ -16,8 +16,8 @@ from ..host._catalog import cache_dir, catalog, default_model, resolve_model
 from ._decide import CALIBRATED, Decisions
 from ._model import Model
 
-__all__ = ["BACKENDS", "ENGINES", "backend_class", "calibrated", "calibration_path", "catalog_decisions", "load",
-           "resolve_decisions", "with_calibration"]
+__all__ = ["BACKENDS", "ENGINES", "ENGLISH_LEVERS", "PROFILES", "backend_class", "calibrated", "calibration_path",
+           "catalog_decisions", "decisions_from_text", "load", "resolve_decisions", "with_calibration"]
 
 
 def calibration_path(model: str) -> Path:
@@ -62,9 +62,47 @@ def with_calibration(model: str, *, family: str | None = None, template: str | N
     return found if base is None else replace(base, **{key: getattr(found, key) for key in CALIBRATED})
 
 
+#: The named profiles a setting of decisions may take besides ``Decisions`` itself.
+#: ``bfcl``: the model's default and the levers that read English words (stems, English number
+#: words, "and"/"or" lists, capitalised names, a boolean's key), with the list form at the share
+#: BFCL's parallel categories were tuned on: opt-in, for English requests like BFCL's.
+PROFILES = ("default", "greedy", "calibrated", "bfcl")
+ENGLISH_LEVERS = "form=0.0001,guess=0.75,fit=0.9,word=6,number=4,cover,percent,option,shape,ground,closed"
+
+
+def decisions_from_text(text: str) -> Decisions:
+    """Levers as models.txt writes them (``form=0.0001,more=0.002,ground``: shares and bonuses by
+    name, a bare name a switch turned on), as ``Decisions``; ``UsageError`` naming what is wrong."""
+    pairs: dict[str, float | bool] = {}
+    for item in text.split(","):
+        key, sep, value = item.strip().partition("=")
+        try:
+            pairs[key] = float(value) if sep else True
+        except ValueError:
+            key = ""
+        if not key:
+            raise UsageError(f"decisions {text!r}: expected a profile ({', '.join(PROFILES)}) or NAME=VALUE pairs "
+                             "and switch names joined by commas, e.g. form=0.0001,more=0.002,distinct")
+    try:
+        return Decisions.from_dict({k: int(v) if k in _COUNTS and isinstance(v, float) else v
+                                    for k, v in pairs.items()})
+    except UsageError as exc:
+        raise UsageError(f"decisions {text!r}: {exc}; or a profile: {', '.join(PROFILES)}") from None
+
+
+_COUNTS = ("samples", "max_calls", "k", "depth")
+
+
 def resolve_decisions(decisions: Decisions | str | None, model: str | None, *, family: str | None = None,
                       template: str | None = None) -> Decisions | None:
-    """What ``load``'s ``decisions`` stands for on ``model`` (``None``: greedy)."""
+    """What ``load``'s ``decisions`` stands for on ``model`` (``None``: greedy): a ``Decisions``, a
+    profile (``PROFILES``; ``None`` is ``"default"``) or levers as text (``decisions_from_text``)."""
+    if decisions == "bfcl":
+        base = resolve_decisions(None, model, family=family, template=template) or Decisions()
+        return replace(base, **{k: v for k, v in vars(decisions_from_text(ENGLISH_LEVERS)).items()
+                                if v != getattr(Decisions(), k)})
+    if decisions == "default":
+        decisions = None
     if decisions == "calibrated":
         name = model or default_model()
         found = with_calibration(name, family=family, template=template)
@@ -76,8 +114,11 @@ def resolve_decisions(decisions: Decisions | str | None, model: str | None, *, f
         return None
     if decisions is None:
         return catalog_decisions(model, family) if model and template is None else None
+    if isinstance(decisions, str):
+        return decisions_from_text(decisions)
     if not isinstance(decisions, Decisions):
-        raise UsageError(f"decisions must be a Decisions, 'calibrated', 'greedy' or None, got {decisions!r}")
+        raise UsageError(f"decisions must be a Decisions, a profile ({', '.join(PROFILES)}), levers as text or None, "
+                         f"got {decisions!r}")
     return decisions
 
 
@@ -88,7 +129,7 @@ def load(
     family: str | None = None,
     template: str | None = None,
     download: bool = True,
-    decisions: Decisions | Literal["calibrated", "greedy"] | None = None,
+    decisions: Decisions | Literal["default", "calibrated", "greedy", "bfcl"] | str | None = None,
     **backend_options: Any,
 ) -> Model:
     """Load a catalog model (``localtools models list``) or a GGUF path.
@@ -108,7 +149,9 @@ def load(
     ``decisions``: how the model decides where the grammar leaves a choice (``Decisions``);
     ``None``: the catalog's thresholds for the model (its ``decisions`` in ``models.txt``, measured
     on the bench's report split; with its own family and template only), greedy for any other;
-    ``"greedy"``: the greedy token at every choice; ``"calibrated"``: the thresholds
+    ``"default"``: as ``None``; ``"greedy"``: the greedy token at every choice; ``"bfcl"``: the
+    default and the levers that read English words (``ENGLISH_LEVERS``; opt-in, for English
+    requests); levers as text (``"form=0.0001,more=0.002,distinct"``); ``"calibrated"``: the thresholds
     ``localtools calibrate`` wrote for this model (``UsageError`` when it wrote none). Calibrated
     thresholds are asked for, never applied unasked: how far they carry beyond their calibration
     split is in BENCHMARKS.md.

@@ -38,25 +38,36 @@ from ._decide import (
     Decisions,
     Grounds,
     adds_option,
-    as_fraction,
+    asked,
     asking,
     content_text,
     conversation_text,
     covers,
     decide,
-    distinct,
     fork,
     refusing,
     said,
     shaped,
     spoken_options,
-    telling,
     uncovered,
-    ungrounded,
-    ungrounded_items,
 )
-from ._stream import ANSWER, DisguiseCaught, ReplyStream, SchemaRepair, StreamEvent, TurnCheck, TurnDone
+from ._reading import plain as _plain_text
+from ._stream import (
+    ANSWER,
+    DisguiseCaught,
+    ReasoningDelta,
+    ReplyStream,
+    SchemaRepair,
+    StreamEvent,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallDone,
+    ToolCallStarted,
+    TurnCheck,
+    TurnDone,
+)
 from ._turn import ChatResult
+from .policies import settle
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 
@@ -130,10 +141,12 @@ def _stranger(decisions: Decisions, grounds: Grounds, calls: list[tuple[str, dic
     if share is None or not calls:
         return None
     before = len(earlier)
-    if decisions.guess is not None and share < decisions.guess and grounds.guessed(calls):
-        return Decision(DecisionPoint.GUESS, share, decisions.guess, True, before, reply)
-    if decisions.fit is not None and share < decisions.fit and (strangers := grounds.unfit(calls, earlier)):
-        return Decision(DecisionPoint.FIT, share, decisions.fit, True, before, reply, ", ".join(strangers))
+    if decisions.guess is not None and share < (guess := grounds.threshold(decisions.guess, decisions)) and \
+            grounds.guessed(calls):
+        return Decision(DecisionPoint.GUESS, share, guess, True, before, reply)
+    if decisions.fit is not None and share < (fit := grounds.threshold(decisions.fit, decisions)) and \
+            (strangers := grounds.unfit(calls, earlier)):
+        return Decision(DecisionPoint.FIT, share, fit, True, before, reply, ", ".join(strangers))
     return None
 
 
@@ -179,45 +192,32 @@ def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
     return {**spec, "function": function}
 
 
-def _settled(calls: list[ToolCall], fmt: ReplyFormat, decisions: Decisions | None,
-             messages: Sequence[Mapping[str, Any]]) -> tuple[list[ToolCall], list[Decision]]:
-    """A reply's calls as the turn gives them: ``decisions.distinct`` leaves out a call's repeats,
-    ``decisions.percent`` gives a percentage the user wrote as its fraction (``as_fraction``),
-    ``decisions.ground`` leaves out the optional arguments (and a list's items) ``messages`` never
-    mention; with a decision for each thing changed."""
-    made: list[Decision] = []
-    if decisions is not None and decisions.distinct and len(calls) > 1:
-        kept, dropped = distinct([call_key(c.name, c.arguments) for c in calls])
-        calls, made = [calls[i] for i in kept], [*made, *dropped]
-    if decisions is not None and decisions.percent and calls:
-        written, fractions = said(messages), []
-        for call in calls:
-            schema = fmt.schemas.get(call.name) or {}
-            props = schema.get("properties") if isinstance(schema, Mapping) else None
-            props = props if isinstance(props, Mapping) else {}
-            fixed = {k: f for k, v in call.arguments.items()
-                     if (f := as_fraction(k, v, props.get(k) or {}, written)) is not None}
-            made = [*made, *(Decision(DecisionPoint.PERCENT, None, None, True, argument=f"{call.name}.{key}")
-                             for key in fixed)]
-            fractions.append(replace(call, arguments={**call.arguments, **fixed}) if fixed else call)
-        calls = fractions
-    if decisions is not None and decisions.ground and calls:
-        text, trimmed = conversation_text(messages), []
-        apart = telling([(c.name, c.arguments) for c in calls])
-        for call in calls:
-            schema = fmt.schemas.get(call.name) or {}
-            loose = [k for k in ungrounded(call.name, call.arguments, schema, text) if k not in apart[call.name]]
-            args = {k: v for k, v in call.arguments.items() if k not in loose}
-            extra = ungrounded_items(args, schema, text)
-            made = [*made, *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}")
-                             for key in loose),
-                    *(Decision(DecisionPoint.GROUND, None, None, True, argument=f"{call.name}.{key}/{i}")
-                      for key, at in extra.items() for i in at)]
-            for key, at in extra.items():
-                args[key] = [v for i, v in enumerate(args[key]) if i not in at]
-            trimmed.append(replace(call, arguments=args) if loose or extra else call)
-        calls = trimmed
-    return calls, made
+def _decodes_again(decisions: Decisions | None, reads: bool) -> bool:
+    """Whether ``decisions`` may decode a turn again after its first reply: ``samples`` on any
+    backend; ``more``, ``form``, ``guess``, ``fit``, ``held``, ``option``, ``cover`` where the
+    backend gives its distribution (``reads``). Such a turn is decided whole."""
+    if decisions is None:
+        return False
+    return decisions.samples > 1 or (reads and (
+        decisions.more is not None or decisions.form is not None or decisions.guess is not None or
+        decisions.fit is not None or decisions.held or decisions.option or decisions.cover))
+
+
+def _replay(result: ChatResult, on_event: Callable[[StreamEvent], None]) -> None:
+    """A decided turn's events, as a stream of it sends them: its reasoning, its text, each call."""
+    if result.reasoning:
+        on_event(ReasoningDelta(result.reasoning))
+    if result.content:
+        on_event(TextDelta(result.content))
+    for index, call in enumerate(result.tool_calls):
+        on_event(ToolCallStarted(index, call.id, call.name))
+        on_event(ToolCallDelta(index, json.dumps(call.arguments, ensure_ascii=False)))
+        on_event(ToolCallDone(index, call))
+
+
+def _json(value: Any) -> str:
+    """A value as a decision records it: JSON text, as the call carries it."""
+    return json.dumps(value, ensure_ascii=False)
 
 
 def _answer_prompt_seconds(run: _Decoding, gen: Generation, first: Generation | None) -> float:
@@ -495,6 +495,19 @@ class Model:
             thinking=thinking, reasoning_budget=reasoning_budget, template_kwargs=template_kwargs, on_event=on_event,
             answer_schema=answer_schema, decisions=self.decisions if decisions is None else decisions)
         specs = _specs(tools)
+        # Levers that decode a turn again (another call, its form, a refused guess, a vote) decide on
+        # the whole reply: a stream sends such a turn once it is decided, so that a request decides
+        # the same way streamed or not. Repairs are announced as they happen.
+        whole_turn = on_event is not None and constrained and bool(specs) and tool_choice != "none" and \
+            _decodes_again(options["decisions"], self.backend.capabilities.next_tokens)
+        if whole_turn:
+            options["on_event"] = None
+
+        def done(result: ChatResult) -> ChatResult:
+            if whole_turn and on_event is not None:
+                _replay(result, on_event)
+            return result
+
         if not constrained:
             free = self._turn(messages, specs, **options)  # free output is the model's own, for comparing
             # Unchecked, yet only JSON leaves: a constrained call's check says the same and has it repaired.
@@ -555,15 +568,15 @@ class Model:
             answer_bad = checked.answer(result)
             bad += answer_bad
             if not bad:
-                return replace(result, schema_repairs=repairs, disguise_retries=disguises) if repairs or disguises \
-                    else result
+                return done(replace(result, schema_repairs=repairs, disguise_retries=disguises)
+                            if repairs or disguises else result)
             if repairs == schema_retries:
                 if all(v.keyword == REPEAT for v in bad):
                     # A repeat is refused by the conversation, not by the schema: the turn ends in
                     # what the model can still do, never in an error to the client.
                     ended = self._without_repeats(result, found, history, specs, checked, bars, options, choice)
                     if ended is not None:
-                        return replace(ended, schema_repairs=repairs, disguise_retries=disguises)
+                        return done(replace(ended, schema_repairs=repairs, disguise_retries=disguises))
                 raise SchemaViolation(bad, result.raw, repairs)
             repairs += 1
             if on_event is not None:
@@ -637,6 +650,11 @@ class Model:
         specs = _specs(tools)
         prompt = self.render(messages, specs, parallel_tool_calls=parallel_tool_calls, tool_choice=tool_choice,
                              thinking=thinking, template_kwargs=template_kwargs)
+
+        def reprompt(note: str) -> Prompt:
+            # The same turn with a note to the model first in its system message.
+            return self.render(with_system(messages, note), specs, parallel_tool_calls=parallel_tool_calls,
+                               tool_choice=tool_choice, thinking=thinking, template_kwargs=template_kwargs)
         if callable_tools is not None:
             specs = [s for s in specs if s["function"]["name"] in callable_tools]
         if reasoning_budget is not None and reasoning_budget < 1:
@@ -731,7 +749,7 @@ class Model:
             decisions.cover or decisions.held else None
         if grounds is not None:
             gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
-                              max_tokens=max_tokens, penalties=penalties)
+                              max_tokens=max_tokens, penalties=penalties, reprompt=reprompt)
         if grounds is not None and decisions.held:
             gen = self._held(run, prompt, whole, gen, thought, made, later, grounds, max_tokens=max_tokens,
                              penalties=penalties)
@@ -739,7 +757,7 @@ class Model:
                                max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
                                judge=None if grounds is None else partial(_stranger, decisions, grounds),
                                # The words as written: a list of names is read by its capitals.
-                               cover=partial(uncovered, conversation=said(messages)) if decisions.cover else None)
+                               cover=partial(uncovered, conversation=asked(messages)) if decisions.cover else None)
         if decisions.option:
             gen = self._options(run, source, prompt, whole, gen, thought, made, later, specs, messages,
                                 max_tokens=max_tokens, penalties=penalties)
@@ -764,7 +782,8 @@ class Model:
             return gen
         calls = [(c.name, c.arguments) for c in whole.parse(gen.text).tool_calls]
         conversation = conversation_text(messages)
-        for name, key in spoken_options(calls, whole.schemas, conversation):
+        # What was asked names an option; a key in a tool's result is no request for it.
+        for name, key in spoken_options(calls, whole.schemas, _plain_text(said(messages, ("user", "system")))):
             asked = [_requiring(spec, key) if spec["function"]["name"] == name else spec for spec in specs]
             forced = variant("required", (len(calls), len(calls)), tools=asked)
             at = None if forced.grammar is None else fork(source, gen.tokens, gen.text, forced.grammar)
@@ -777,7 +796,9 @@ class Model:
                 continue
             tried = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
             taken = adds_option(calls, tried, name, key, whole.schemas.get(name) or {}, conversation)
-            made.append(Decision(DecisionPoint.OPTION, None, None, taken, len(calls), gen.text, f"{name}.{key}"))
+            added = next((args[key] for n, args in tried if n == name and key in args), None) if taken else None
+            made.append(Decision(DecisionPoint.OPTION, None, None, taken, len(calls), gen.text, f"{name}.{key}",
+                                 after=None if added is None else _json(added)))
             if taken:
                 gen, calls = attempt, tried
         return gen
@@ -826,7 +847,7 @@ class Model:
             # their required arguments: the vote settles which calls, with which required values;
             # the optional ones are the winning reply's (the first reply's when it is among the
             # winners, with what option and ground gave it).
-            calls, _ = _settled(parsed, whole, decisions, messages)
+            calls, _ = settle(parsed, whole.schemas, decisions, messages)
             return tuple(sorted(call_key(c.name, _required_of(c.arguments, whole.schemas.get(c.name)))
                                 for c in calls))
 
@@ -877,7 +898,8 @@ class Model:
 
     def _guess(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
                thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions,
-               grounds: Grounds, *, max_tokens: int, penalties: Sequence[float]) -> Generation:
+               grounds: Grounds, *, max_tokens: int, penalties: Sequence[float],
+               reprompt: Callable[[str], Prompt] | None = None) -> Generation:
         """Under tool_choice "auto", calls that are a guess (``guessed``: the conversation holds at
         most half of their required values) made on a call share under ``decisions.guess``, or
         calls only to tools the conversation never speaks of (``unfit``) made on a share under
@@ -897,13 +919,15 @@ class Model:
         guessing = unfitting = False
         if guess:
             assert decisions.guess is not None
-            guessing = share is not None and share < decisions.guess
-            made.append(Decision(DecisionPoint.GUESS, share, decisions.guess, guessing, len(calls), gen.text))
+            threshold = grounds.threshold(decisions.guess, decisions)
+            guessing = share is not None and share < threshold
+            made.append(Decision(DecisionPoint.GUESS, share, threshold, guessing, len(calls), gen.text))
         if strangers:
             assert decisions.fit is not None
             # A tool the user never spoke of, called on too little of the model's belief: no call at all.
-            unfitting = share is not None and share < decisions.fit
-            made.append(Decision(DecisionPoint.FIT, share, decisions.fit, unfitting, len(calls), gen.text,
+            threshold = grounds.threshold(decisions.fit, decisions)
+            unfitting = share is not None and share < threshold
+            made.append(Decision(DecisionPoint.FIT, share, threshold, unfitting, len(calls), gen.text,
                                  ", ".join(strangers)))
         if not guessing and not unfitting:
             return gen
@@ -916,12 +940,26 @@ class Model:
             return gen
         if answer.stop not in _CALL_TELLS and first_disguise(answer.text, whole.tool_names) is None:
             return answer
-        # A model that has settled on a call has no other answer: it is told the tools it would call
-        # do not do what was asked, or asked for the values it lacks.
+        # A model that has settled on a call is told why it may not make it (the tools do not do
+        # what was asked, or the values are not given) and writes its answer again, in its own
+        # words and the user's language. Still a call: the calls stand, as greedy wrote them.
         missing = [] if unfitting else grounds.unheld(calls)
-        made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text,
-                             ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)))
-        return replace(answer, text=asking(missing) if missing else refusing(strangers), stop=None)
+        what = ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)
+        told = None
+        if reprompt is not None and not thought:
+            try:
+                told = self._answer(run, reprompt(asking(missing) if missing else refusing(strangers)),
+                                    variant("none").barring(_JSON_OPENINGS), "", max_tokens=max_tokens,
+                                    penalties=penalties[:1], tells=_CALL_TELLS)
+            except GenerationTruncated:
+                told = None
+        if told is not None and told.stop not in _CALL_TELLS and first_disguise(told.text, whole.tool_names) is None:
+            made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text, what,
+                                 before=json.dumps(answer.text, ensure_ascii=False),
+                                 after=json.dumps(told.text, ensure_ascii=False)))
+            return told
+        made.append(Decision(DecisionPoint.ASK, None, None, False, len(missing or strangers), answer.text, what))
+        return gen
 
     def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, fmt: ReplyFormat,
               gen: Generation, thought: str, made: list[Decision], forms: tuple[ReplyFormat, ReplyFormat],
@@ -1095,7 +1133,7 @@ class Model:
         # What the turn hands out: a reply cut inside a call is never read as text.
         parsed = fmt.parse(raw, strict=True)
         parsed_content = parsed.content
-        calls, settled = _settled(parsed.tool_calls, fmt, decisions, messages)
+        calls, settled = settle(parsed.tool_calls, fmt.schemas, decisions, messages)
         made = [*made, *settled]
         finish = "tool_calls" if calls else gen.finish_reason
         # A stop string of the request ended the answer: the backend cut it there, or it is in

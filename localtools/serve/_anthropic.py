@@ -15,6 +15,7 @@ from typing import Any
 
 from ..model._stream import StreamEvent
 from ..model._turn import ChatResult
+from ._decisions import decisions_json
 from ._dialect import BadRequest, ChatRequest, sse
 from ._openai import ChunkWriter, _number, _tools_as, _unreadable
 
@@ -260,7 +261,9 @@ def message_body(result: ChatResult, *, model: str, message_id: str) -> dict[str
         content.append({"type": "text", "text": result.content})
     content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments} for c in result.tool_calls]
     return {"id": message_id, "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": _stop_reason(result), "stop_sequence": result.stop_sequence, "usage": _usage(result)}
+            "stop_reason": _stop_reason(result), "stop_sequence": result.stop_sequence, "usage": _usage(result),
+            # This server's extension: the levers' decisions this turn (docs/serve.md).
+            "decisions": decisions_json(result)}
 
 
 class _MessageStream:
@@ -319,8 +322,12 @@ class _MessageStream:
         return out
 
     def closing(self, result: ChatResult) -> list[str]:
+        # The delta holds the message's top-level fields the end settles; decisions is one of them
+        # (not in message_start: the anthropic SDK's snapshot copies only the delta fields it knows,
+        # and would keep a placeholder there as if it were the answer).
         message_delta = {"type": "message_delta", "usage": _usage(result),
-                         "delta": {"stop_reason": _stop_reason(result), "stop_sequence": result.stop_sequence}}
+                         "delta": {"stop_reason": _stop_reason(result), "stop_sequence": result.stop_sequence,
+                                   "decisions": decisions_json(result)}}
         return [*self._stop(), sse(message_delta, "message_delta"), sse({"type": "message_stop"}, "message_stop")]
 
     def failure(self, body: dict[str, Any]) -> list[str]:

@@ -56,6 +56,7 @@ from ..model._model import Model
 from ..model._stream import StreamEvent, relay
 from ..model._turn import ChatResult
 from ._anthropic import Messages, parse_messages
+from ._decisions import read_decisions
 from ._dialect import Dialect, EventWriter
 from ._openai import BadRequest, ChatCompletions, ChatRequest
 from ._responses import Responses
@@ -89,6 +90,12 @@ class ServerConfig:
     #: Seconds a request's tool schemas may take to build into its grammar; past them a 400
     #: (``unsupported_schema``) names the schema path the build reached and the limit.
     max_build_seconds: float = 5.0
+    #: What a request's ``decisions`` profile is read for (``resolve_decisions``): the catalog name
+    #: or weights' path the model was loaded from (``None``: ``model_name``), and the family and
+    #: template it was loaded with, if it was told them.
+    model_source: str | None = None
+    family: str | None = None
+    template: str | None = None
 
 
 #: (status, code) per error class; the first class an error is an instance of wins.
@@ -192,6 +199,7 @@ def _chat(model: Model, request: ChatRequest, cancel: threading.Event,
         template_kwargs=request.template_kwargs,
         on_event=on_event,
         answer_schema=request.answer_schema,
+        decisions=request.decisions,
     )
 
 
@@ -342,6 +350,10 @@ class _Routes:
                 request = parse(body.value) if parse is not None else dialect.parse(
                     body.value, default_max_tokens=self.config.default_max_tokens,
                     default_temperature=self.config.default_temperature)
+                # The same field on every dialect (a profile may read a calibration file: off the loop).
+                config = self.config
+                request.decisions = read_decisions(body.value.get("decisions"), config.model_source or config.model_name,
+                                                   family=config.family, template=config.template)
                 # Grammar and prompt problems (an unsupported schema, a template that refuses the
                 # message order) are the request's fault; find them before queueing.
                 self.model.reply_format(request.tools, request.tool_choice, request.parallel_tool_calls)

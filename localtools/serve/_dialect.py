@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from .._errors import LocalToolsError
 
 if TYPE_CHECKING:
+    from ..model._decide import Decisions
     from ..model._stream import StreamEvent
     from ..model._turn import ChatResult
 
@@ -57,6 +58,9 @@ class ChatRequest:
     #: and the format as the request wrote it (echoed in a response).
     answer_schema: Any = None
     answer_format: dict[str, Any] | None = None
+    #: The levers the turn runs under (the request's ``decisions``, read by the server for every
+    #: dialect); ``None``: the model's own.
+    decisions: Decisions | None = None
 
 
 class EventWriter(Protocol):

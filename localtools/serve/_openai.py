@@ -15,6 +15,7 @@ from ..families._parse import decode_arguments
 from ..model._stream import DisguiseCaught, ReasoningDelta, SchemaRepair, StreamEvent, TextDelta, ToolCallDelta, ToolCallStarted
 from ..model._turn import ChatResult
 from ..tools._schema import MAX_SCHEMA_DEPTH, schema_problem, spec_problems
+from ._decisions import decisions_json
 from ._dialect import BadRequest, ChatRequest, sse
 
 __all__ = ["TEMPLATE_VARIABLES", "BadRequest", "ChatCompletions", "ChatRequest", "ChunkWriter", "completion_body",
@@ -340,6 +341,8 @@ def completion_body(result: ChatResult, *, model: str, completion_id: str, creat
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": result.finish_reason, "logprobs": None}],
         "usage": _usage(result),
+        # This server's extension: the levers' decisions this turn (docs/serve.md).
+        "decisions": decisions_json(result),
     }
 
 
@@ -397,8 +400,9 @@ class ChunkWriter:
         return self.chunk({key: out}) if out else None
 
     def closing(self, result: ChatResult, *, include_usage: bool = False) -> list[dict[str, Any]]:
-        """The finish reason and (asked for) the usage."""
-        chunks = [self.chunk({}, result.finish_reason)]
+        """The finish reason with the turn's decisions (as the whole reply has them), and (asked
+        for) the usage."""
+        chunks = [{**self.chunk({}, result.finish_reason), "decisions": decisions_json(result)}]
         if include_usage:
             chunks.append({"id": self.completion_id, "object": "chat.completion.chunk", "created": self.created,
                            "model": self.model, "choices": [], "usage": _usage(result)})

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..model._stream import StreamEvent
 from ..model._turn import ChatResult
+from ._decisions import decisions_json
 from ._dialect import BadRequest, ChatRequest, sse
 from ._openai import ChunkWriter, _number, _tool_choice, _tools_as, _unreadable, answer_schema, error_body
 
@@ -263,6 +264,8 @@ def _response(response_id: str, request: ChatRequest, model: str, output: list[d
             "input_tokens": result.prompt_tokens, "output_tokens": result.completion_tokens,
             "total_tokens": result.prompt_tokens + result.completion_tokens,
             "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+        # This server's extension: the levers' decisions this turn (docs/serve.md); null while in progress.
+        "decisions": None if result is None else decisions_json(result),
     }
 
 
