@@ -306,3 +306,10 @@ def test_an_enum_value_is_no_word_a_call_must_be_made_of_unless_closed() -> None
         "city": {"type": "string"}, "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]}}}}
     calls = [("get_forecast", {"city": "深圳", "unit": "fahrenheit"})]
     assert made_of(calls, schema, said, closed=False) and not made_of(calls, schema, said, closed=True)
+
+
+@pytest.mark.parametrize("closer", ["»", "」", "”", "。", "！", "’", ")", "."])
+def test_a_word_s_closing_mark_in_any_script_is_no_part_of_the_word(closer: str) -> None:
+    said = f"pon como asunto «buenos días{closer} y envíalo"
+    assert cut_word("buenos días", said) == [] and cut_word("buen", said) == ["os"]
+    assert cut_word("buenos d", said) == ["ías"]

@@ -1139,6 +1139,17 @@ _PLURALS = frozenset({"s", "es"})
 _CLOSERS = ".,;:!?\"')]}"
 
 
+def _unclosed(word: str) -> str:
+    """``word`` without the marks that close a sentence or a quote after it: ``_CLOSERS`` (in
+    their full-width forms too, "！"), "。", "、", and any closing or final quote or bracket ("»",
+    "」"); not a mark that is part of a word ("#" of "C#")."""
+    end = len(word)
+    while end and (normal(word[end - 1]) in _CLOSERS or word[end - 1] in "。、…" or
+                   unicodedata.category(word[end - 1]) in ("Pe", "Pf")):
+        end -= 1
+    return word[:end]
+
+
 #: A letter of a spaced script: a number written against one is part of a code ("A5"); against a
 #: character of a script without spaces ("增长5%") it is a number.
 _LETTER = rf"(?![{UNSPACED}])[^\W\d]"
@@ -1340,7 +1351,7 @@ def cut_word(value: str, conversation: str, tools: str = "") -> list[str]:
         if at == 0 or not conversation[at - 1].isalnum():
             tail = conversation[at + len(value):]
             end = next((i for i, ch in enumerate(tail) if ch.isspace()), len(tail))
-            rest = tail[:end].rstrip(_CLOSERS)
+            rest = _unclosed(tail[:end])
             # Letters go on with letters, digits with digits: "10" of "10th" is a number, not a cut word.
             alike = (rest[:1].isalpha() and value[-1].isalpha()) or (rest[:1].isdigit() and value[-1].isdigit())
             marks = not any(ch.isalnum() for ch in rest)
