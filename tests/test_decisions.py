@@ -778,8 +778,9 @@ def test_number_bias_goes_on_to_a_number_the_conversation_writes() -> None:
         assert {str(n), whole} <= held
         for cut in range(1, len(whole)):
             got = number_ahead('{"name": "pay", "arguments": {"amount": ' + whole[:cut], said)
-            # Where what is written so far is a number of its own too ("6" of "6%"), the model chooses.
-            assert got == {} if whole[:cut] in held else got.get(whole[cut]) == 1.0, (said, cut, got)
+            # Where what is written so far is a number of its own too ("6" of "6%"), the model
+            # chooses; so it does after one digit, which starts too many numbers to go on with.
+            assert got == {} if whole[:cut] in held or cut == 1 else got.get(whole[cut]) == 1.0, (said, cut, got)
         assert number_ahead('{"name": "pay", "arguments": {"amount": ' + whole, said) == held_back
         assert CopyBias(said, None, None, 4.0)('{"amount": ' + whole) == dict.fromkeys("0123456789.", -4.0)
         assert number_ahead('{"amount": "' + whole[:2], said) == {}  # in a string

@@ -313,3 +313,17 @@ def test_a_word_s_closing_mark_in_any_script_is_no_part_of_the_word(closer: str)
     said = f"pon como asunto «buenos días{closer} y envíalo"
     assert cut_word("buenos días", said) == [] and cut_word("buen", said) == ["os"]
     assert cut_word("buenos d", said) == ["ías"]
+
+
+def test_number_never_pushes_one_digit_on_into_a_longer_number() -> None:
+    """"dos personas a las 20:30": the 2 the model writes for "dos" is not pushed on to 20; a
+    number of two digits or more still goes on to the one the conversation writes."""
+    from localtools.model._decide import number_ahead
+
+    rng = random.Random(8)
+    for _ in range(40):
+        n = rng.randint(10, 99999)
+        said = f"para dos personas a las {n}"
+        head = '{"name": "book", "arguments": {"party_size": '
+        assert number_ahead(head + str(n)[0], said) == {}
+        assert number_ahead(head + str(n)[:2], said) == ({str(n)[2]: 1.0} if n >= 100 else {})

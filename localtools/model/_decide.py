@@ -1159,6 +1159,8 @@ _NUMBER = re.compile(rf"(?<!{_LETTER}|[\d.])(\d{{1,3}}(?:,\d{{3}})+|\d+)(\.\d+)?
                      r"(k|m|mn|bn)\b)?", re.IGNORECASE)
 #: A number the reply is writing, at its end, where a value starts (JSON or a call's keywords).
 _WRITING = re.compile(r"(?:^|[:=\[(,])\s*(-?\d+(?:\.\d*)?)$")
+#: A number so far shorter than this starts too many of the conversation's to go on with.
+_NUMBER_FROM = 2
 #: What goes on with a number: a digit, its point.
 _GOES_ON = tuple("0123456789.")
 
@@ -1267,7 +1269,9 @@ def number_ahead(text: str, conversation: str) -> dict[str, float]:
     if so_far in numbers:
         # Whole here and longer there ("5" and "50"): the model's to choose.
         return {} if ahead else dict.fromkeys(_GOES_ON, -1.0)
-    return ahead
+    # One digit starts too many numbers to go on with: "2" (for "dos personas") is not pushed on
+    # to the "20" of "20:30", nor to a result's 24.99; "50" goes on to "50 million"'s 50000000.
+    return ahead if len(so_far) >= _NUMBER_FROM else {}
 
 
 _NUM = r"-?\d+(?:\.\d+)?(?!\w|\.\d)"
