@@ -61,6 +61,32 @@ def test_other_arguments_after_a_failure_do_run() -> None:
     assert RUNS == {"lookup": 2}
 
 
+@tool
+def read(key: str) -> str:
+    """Read a value.
+
+    Args:
+        key: The key.
+    """
+    RUNS["read"] = RUNS.get("read", 0) + 1
+    return f"the value of {key} is 42"
+
+
+@pytest.mark.parametrize("key", ["x", "注文-778", "A B"])
+def test_a_result_asked_again_comes_back_as_it_came_with_no_note_to_copy(key: str) -> None:
+    # A note written into the result is what a small model copies as its answer: the result comes
+    # back as it is, the trace says it was a repeat, and the next turn must answer.
+    RUNS.clear()
+    backend = ScriptedBackend([tc("read", key=key), tc("read", key=key), "It is 42."])
+    result = Agent(Model(backend, family="qwen2.5"), [read], max_steps=8).run(f"Read {key}.")
+    assert RUNS == {"read": 1}
+    first, again = result.messages[2]["content"], result.messages[4]["content"]
+    assert again == first == f"the value of {key} is 42"
+    assert result.trace[1].calls[0].outcome is CallOutcome.REPEATED
+    assert result.trace[2].tool_choice == "none"
+    assert result.answer == "It is 42."
+
+
 def test_an_empty_result_asked_again_says_it_will_stay_empty() -> None:
     a, _ = agent([tc("search", query="q"), tc("search", query="q"), "Nothing found."])
     result = a.run("Search q.")

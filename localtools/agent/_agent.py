@@ -492,8 +492,9 @@ class Agent:
                 state.remember(call, executed[key])
             elif key in state.done_calls:
                 earlier = state.done_calls[key]
-                note = (f"{earlier}\n(This call was already made; this is its result. Use it to answer.)"
-                        if earlier.strip() not in _EMPTY else
+                # The result as it came, with no note: the next turn must be the answer (``_choice``),
+                # and a small model copies a note written into a result as its answer.
+                note = (earlier if earlier.strip() not in _EMPTY else
                         f"{earlier}\n(This call was already made and returned nothing; it will return nothing again. "
                         "Answer with what you have, or call with other arguments.)")
                 traces.append(CallTrace(call.id, call.name, call.arguments, note, CallOutcome.REPEATED.value,
