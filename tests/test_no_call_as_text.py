@@ -150,16 +150,19 @@ def test_a_call_object_with_any_other_key_is_a_call(seed: int) -> None:
     "You can use get_customer() to look customers up.",
     "get_customer(customer_id) takes the id.",
     "Action: search\nAction Input: {\"q\": 1}",
+    # Tags naming a tool nobody offered, or a name with no arguments after it.
+    "<name>search</name><arguments>{\"q\": 1}</arguments>",
+    "The tool is <name>get_customer</name>.",
 ])
 def test_echoed_definitions_and_prose_are_no_calls(text: str) -> None:
     assert first_disguise(text, ["get_customer"]) is None and disguised_calls(text, ["get_customer"]) == []
 
 
 def _spelled(rng: random.Random) -> tuple[str, dict[str, Any]]:
-    """A call to get_customer spelled as code, as a keyed object or as ReAct, in some wrapping."""
+    """A call to get_customer spelled as code, as a keyed object, as ReAct or as tags, in some wrapping."""
     args: dict[str, Any] = rng.choice([{"customer_id": "cust-1001"}, {"customer_id": "cust-1001", "verbose": True},
                                        {"customer_id": "客户-1001"}])
-    shape = rng.choice(["code", "keyed", "react"])
+    shape = rng.choice(["code", "keyed", "react", "tagged"])
     if shape == "code":
         quote = rng.choice(['"', "'"])
         parts = [f"{k}{rng.choice(['=', ' = '])}" + (repr(v) if not isinstance(v, str) else f"{quote}{v}{quote}")
@@ -167,6 +170,11 @@ def _spelled(rng: random.Random) -> tuple[str, dict[str, Any]]:
         body = f"get_customer({', '.join(parts)})"
     elif shape == "keyed":
         body = json.dumps({"get_customer": args}, ensure_ascii=rng.random() < 0.5)
+    elif shape == "tagged":
+        name_tag, args_tag = rng.choice(["name", "Function", "tool_name"]), rng.choice(["arguments", "parameters"])
+        gap = rng.choice(["", "\n", " "])
+        close = rng.choice([f"</{args_tag}>", ""])
+        body = f"<{name_tag}>get_customer</{name_tag}>{gap}<{args_tag}>{gap}{json.dumps(args)}{gap}{close}"
     else:
         action = rng.choice(["Action", "action", "ACTION"])
         body = f"{action}: {rng.choice(['get_customer', '`get_customer`'])}\n{action} Input: {json.dumps(args)}"
@@ -174,8 +182,8 @@ def _spelled(rng: random.Random) -> tuple[str, dict[str, Any]]:
     return wrap.format(body), args
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_calls_spelled_as_code_keyed_or_react_are_read_as_calls(seed: int) -> None:
+@pytest.mark.parametrize("seed", range(60))
+def test_calls_spelled_as_code_keyed_react_or_tags_are_read_as_calls(seed: int) -> None:
     text, args = _spelled(random.Random(seed))
     found = first_disguise(text, ["get_customer"])
     assert found is not None and found[1] == "get_customer", text

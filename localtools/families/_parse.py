@@ -291,14 +291,21 @@ def _keyed_call(item: Any, names: Collection[str]) -> tuple[str, dict[str, Any]]
 
 
 #: ReAct's spelling of a call: ``Action: get_weather`` then ``Action Input: {...}``.
-_REACT = re.compile(r"Action\s*:\s*`?([^\s`]+)`?[ \t]*\r?\n\s*Action[ _]Input\s*:\s*", re.IGNORECASE)
+_REACT = re.compile(r"Action\s*:\s*`?(?P<tool>[^\s`]+)`?[ \t]*\r?\n\s*Action[ _]Input\s*:\s*", re.IGNORECASE)
+# A call spelled as tags, its name and then its arguments: '<name>get_weather</name>\n<arguments>{...}'.
+_TAGGED = re.compile(
+    rf"<(?P<key>{'|'.join(sorted(NAME_KEYS))})>\s*`?(?P<tool>[^\s<`]+)`?\s*</(?P=key)>\s*"
+    rf"<(?P<args>{'|'.join(sorted(ARGUMENT_KEYS))})>\s*", re.IGNORECASE)
+#: Openings of a call spelled in words or tags, the tool's name in group ``tool``, its arguments next.
+_SPELLED_OPENINGS = (_REACT, _TAGGED)
 
 
 def _spelled_calls(text: str, names: Collection[str]) -> list[tuple[int, int, str, dict[str, Any]]]:
-    """Calls to an offered tool spelled as code or as ReAct writes them, not as JSON objects:
-    ``get_weather(city="Paris")`` (literal arguments, at least one), ``Action: get_weather`` /
-    ``Action Input: {...}``. Each with where it begins and ends. A tool named in prose
-    (``get_weather()``, ``get_weather(city)``) calls nothing."""
+    """Calls to an offered tool spelled as code, as ReAct writes them or as tags, not as JSON
+    objects: ``get_weather(city="Paris")`` (literal arguments, at least one), ``Action: get_weather`` /
+    ``Action Input: {...}``, ``<name>get_weather</name><arguments>{...}</arguments>``. Each with
+    where it begins and ends. A tool named in prose (``get_weather()``, ``get_weather(city)``)
+    calls nothing."""
     found: list[tuple[int, int, str, dict[str, Any]]] = []
     if not names:
         return found
@@ -310,13 +317,16 @@ def _spelled_calls(text: str, names: Collection[str]) -> list[tuple[int, int, st
         args = _literal_call(text[m.start():end]) if end is not None else None
         if args is not None:
             found.append((m.start(), end or m.end(), m.group(1), args))
-    for m in _REACT.finditer(text):
-        if m.group(1) not in names:
+    for m in (m for opening in _SPELLED_OPENINGS for m in opening.finditer(text)):
+        if m.group("tool") not in names:
             continue
         read = _read_value(text, m.end(), _closing(text), [_LITERAL_BUDGET]) if text[m.end():m.end() + 1] in "{[" \
             else None
         args = read[0] if read is not None and isinstance(read[0], dict) else {}
-        found.append((m.start(), read[1] if read is not None else m.end(), m.group(1), args))
+        end = read[1] if read is not None else m.end()
+        if "args" in m.groupdict() and (close := re.compile(rf"\s*</{m.group('args')}>", re.IGNORECASE).match(text, end)):
+            end = close.end()
+        found.append((m.start(), end, m.group("tool"), args))
     return sorted(found)
 
 
