@@ -632,8 +632,10 @@ def key_signature(key: str) -> str:
 def test_number_and_word_decisions_hold_on_real_weights(backend_name: str) -> None:
     """On real weights, under the grammar: with the number decision every number a call writes
     that starts one of the conversation's is one of them (its digits held back where it is
-    whole); with the word decision no string stops inside a word the user wrote."""
+    whole); with the word decision no string stops inside a word the user wrote. Each change
+    either made is recorded, before and after (``check_records``)."""
     from conftest import load_once
+    from test_bias_records import check_records
 
     from localtools.model._decide import cut_word, numbers_in
 
@@ -642,6 +644,7 @@ def test_number_and_word_decisions_hold_on_real_weights(backend_name: str) -> No
         said = f"Pay {n} {scale} dollars to Ada."
         result = model.chat([{"role": "user", "content": said}], [pay], tool_choice="required",
                             decisions=Decisions(number=100.0), max_tokens=60)
+        check_records(result)
         (call,) = result.tool_calls
         written = str(call.arguments["amount"])
         if any(h.startswith(written[:1]) for h in numbers_in(said)):
@@ -650,6 +653,7 @@ def test_number_and_word_decisions_hold_on_real_weights(backend_name: str) -> No
         said = f"What key signature does {key} major have?"
         result = model.chat([{"role": "user", "content": said}], [key_signature], tool_choice="required",
                             decisions=Decisions(word=100.0), max_tokens=40)
+        check_records(result)
         (call,) = result.tool_calls
         assert cut_word(call.arguments["key"], said) == [], (said, call.arguments)
 

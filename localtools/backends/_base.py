@@ -34,6 +34,9 @@ class Generation:
     stop: str | None = None
     #: It was stopped where it parted (``Parting``): a reply begun, not whole.
     parted: bool = False
+    #: The reply's text at each pick a bias's bonus changed (``Bias``): where the greedy token
+    #: without it was another; empty where none did, or where the backend cannot tell.
+    biased: tuple[str, ...] = ()
 
     @property
     def generated(self) -> int:

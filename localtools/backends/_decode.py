@@ -55,6 +55,12 @@ class Bonuses:
     def __init__(self, bias: Bias, text: Callable[[list[int]], str], encode: Callable[[str], list[int]]) -> None:
         self.bias, self.text, self.encode = bias, text, encode
         self._first: dict[str, int | None] = {}
+        #: The reply's text at each greedy pick the bonuses changed (``Generation.biased``).
+        self.flips: list[str] = []
+
+    def flipped(self, reply: list[int]) -> None:
+        """The pick after ``reply`` is not the one the model would have made without the bonuses."""
+        self.flips.append(self.text(reply))
 
     def __call__(self, reply: list[int]) -> dict[int, float]:
         out: dict[int, float] = {}

@@ -318,6 +318,8 @@ class LlamaCppBackend:
         try:
             gen = decode(steps, prompt_tokens=len(prompt_ids), max_tokens=max_tokens, stop=stop, cancel=cancel,
                          on_text=on_text, reply=reply, parting=parting)
+            if bonuses is not None:
+                gen.biased = tuple(bonuses.flips)
             if heard is not None:
                 heard.end(gen.tokens)
                 self._heard = heard
@@ -532,13 +534,21 @@ class _Greedy(_Pick):
         self.full_masks = self.picks = 0
 
     def __call__(self, reply: list[int]) -> int:
-        scores = self._scores(reply)
-        token = int(self.np.argmax(scores))
+        logits = self.backend._logits()
+        bonus = self.bonuses(reply) if self.bonuses is not None else {}
+        token = self._best(_scored(self.np, logits, reply, self.penalty, bonus))
+        # Where the bonuses acted, the pick without them too: a change is recorded (``flipped``).
+        if bonus and self.bonuses is not None and self._best(_scored(self.np, logits, reply, self.penalty, {})) != token:
+            self.bonuses.flipped(reply)
         if self.grammar is not None:
-            if not (self.lazy and self._allowed(token, float(scores[token]))):
-                token = self._best_allowed(scores)
             self.llama_cpp.llama_sampler_accept(self.grammar, token)
             self.picks += 1
+        return token
+
+    def _best(self, scores: Any) -> int:
+        token = int(self.np.argmax(scores))
+        if self.grammar is not None and not (self.lazy and self._allowed(token, float(scores[token]))):
+            token = self._best_allowed(scores)
         return token
 
     def _best_allowed(self, scores: Any) -> int:

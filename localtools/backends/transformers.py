@@ -477,6 +477,8 @@ class TransformersBackend:
                                     cancel=cancel, on_text=on_text, reply=reply, parting=parting)
             finally:
                 self.mask_stats = (steps.full_masks, steps.picks)
+        if steps.bonuses is not None:
+            generation.biased = tuple(steps.bonuses.flips)
         if steps.heard is not None:
             steps.heard.end(generation.tokens)
             self._heard = steps.heard
@@ -537,12 +539,17 @@ class _Steps:
             seen = torch.tensor(penalised(reply), device=logits.device)
             picked = logits[seen]
             logits[seen] = torch.where(picked > 0, picked / self.penalty, picked * self.penalty)
-        if self.bonuses is not None:
-            for token, add in self.bonuses(reply).items():
-                logits[token] += add
+        bonus = self.bonuses(reply) if self.bonuses is not None else {}
+        # Where the bonuses act on a greedy pick, the row without them too: a change is recorded.
+        plain = logits.clone() if bonus and self.temperature <= 0 else None
+        for token, add in bonus.items():
+            logits[token] += add
         matcher = self.matcher
         if matcher is None:
-            return self.backend._pick(torch, logits, self.temperature, self.top_p, self.generator)
+            token = self.backend._pick(torch, logits, self.temperature, self.top_p, self.generator)
+            if plain is not None and self.bonuses is not None and int(torch.argmax(plain)) != token:
+                self.bonuses.flipped(reply)
+            return token
         # Lazy: the token the model wants, unmasked, and the grammar asked about that one token.
         # Greedy, the best token, if allowed, is the best allowed one. Sampled (without top-p),
         # a token drawn from p and kept when allowed, else drawn again from p masked to the
@@ -558,9 +565,20 @@ class _Steps:
             if not bool(torch.isfinite(logits).any()):
                 raise GrammarError("the grammar allows no token here (the grammar is broken)")
             token = self.backend._pick(torch, logits, self.temperature, self.top_p, self.generator)
+        if plain is not None and self.bonuses is not None and self._best_allowed(plain) != token:
+            self.bonuses.flipped(reply)
         matcher.consume([token])
         matcher.check()
         self.picks += 1
+        return token
+
+    def _best_allowed(self, row: Any) -> int:
+        """The best token of ``row`` the grammar allows now (``row`` is masked in place)."""
+        torch, matcher = self.torch, self.matcher
+        token = int(torch.argmax(row))
+        if matcher is not None and not matcher.allows(token):
+            matcher.mask(row)
+            token = int(torch.argmax(row))
         return token
 
     def forced(self, reply: list[int]) -> tuple[list[int], bool]:

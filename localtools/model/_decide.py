@@ -39,6 +39,7 @@ __all__ = [
     "as_fraction",
     "asked",
     "asking",
+    "biased",
     "branch_shares",
     "content_text",
     "conversation_text",
@@ -114,6 +115,16 @@ class DecisionPoint(StrEnum):
     #: A string argument whose description states its form (``stated_shape``: a date format, a
     #: city and its state) written under that form as its pattern (``after``: the value written).
     SHAPE = "shape"
+    #: Inside a string, the rest of a word of the conversation the string stopped inside got the
+    #: ``word`` bonus and changed the greedy pick (``CopyBias``): the reply decoded again without
+    #: the bonuses gives ``before``.
+    WORD = "word"
+    #: A number the reply was writing went on as one of the conversation's (or stopped there) under
+    #: the ``number`` bonus, which changed the greedy pick; ``before`` as for ``WORD``.
+    NUMBER = "number"
+    #: Inside a string, a span of the conversation went on under the ``copy`` bonus, which changed
+    #: the greedy pick; ``before`` as for ``WORD``.
+    COPY = "copy"
 
 
 @dataclass(frozen=True)
@@ -1109,6 +1120,14 @@ class CopyBias:
     #: The offered tools' own text (names, descriptions, enums): a value it writes whole is not cut.
     tools: str = ""
 
+    def point(self, text: str) -> DecisionPoint:
+        """Which of the levers gave the bonuses after the reply's ``text``."""
+        value = open_string(text)
+        if value is None:
+            return DecisionPoint.NUMBER
+        return DecisionPoint.WORD if self.word is not None and value.strip() and \
+            cut_word(value, self.conversation, self.tools) else DecisionPoint.COPY
+
     def __call__(self, text: str) -> dict[str, float]:
         value = open_string(text)
         if value is None:
@@ -1131,6 +1150,33 @@ class CopyBias:
                 places += 1
             at = self.conversation.find(value, at + 1)
         return out
+
+
+def biased(points: Sequence[DecisionPoint], before: Sequence[tuple[str, Mapping[str, Any]]] | None,
+           after: Sequence[tuple[str, Mapping[str, Any]]], before_text: str, after_text: str) -> list[Decision]:
+    """The records of a reply the bonuses changed (``points``: the levers whose bonus changed a
+    pick, in order): each argument whose value differs from the reply decoded without them
+    (``before``: its calls, ``None`` where they did not parse), its value before and after; the
+    whole reply's text where the calls themselves differ."""
+    def point(value: Any) -> DecisionPoint:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if number and DecisionPoint.NUMBER in points:
+            return DecisionPoint.NUMBER
+        return next((p for p in points if p is not DecisionPoint.NUMBER), points[0])
+
+    if before is None or [n for n, _ in before] != [n for n, _ in after]:
+        return [Decision(points[0], None, None, True, len(after), after_text,
+                         before=json.dumps(before_text, ensure_ascii=False), after=json.dumps(after_text, ensure_ascii=False))]
+    made: list[Decision] = []
+    for (name, old), (_, new) in zip(before, after, strict=True):
+        for key in dict.fromkeys([*old, *new]):
+            if key in old and key in new and old[key] == new[key] and type(old[key]) is type(new[key]):
+                continue
+            value = new[key] if key in new else old[key]
+            made.append(Decision(point(value), None, None, True, len(after), after_text, f"{name}.{key}",
+                                 before=json.dumps(old[key], ensure_ascii=False) if key in old else None,
+                                 after=json.dumps(new[key], ensure_ascii=False) if key in new else None))
+    return made
 
 
 #: A word's plural ending: the singular the model wrote is its own choice, not a cut word.

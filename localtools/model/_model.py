@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from .._errors import (
     DisguisedCall,
     GenerationTruncated,
+    LocalToolsError,
     SchemaViolation,
     TemplateError,
     ToolCallParseError,
@@ -40,6 +41,7 @@ from ._decide import (
     adds_option,
     asked,
     asking,
+    biased,
     content_text,
     conversation_text,
     covers,
@@ -248,6 +250,8 @@ class _Decoding:
         self.first: Generation | None = None
         #: Bonuses for a greedy answer under a grammar (the copy decision), where the backend takes them.
         self.bias: CopyBias | None = None
+        #: A generation the bonuses changed, by its text: what it was asked, to decode it again without them.
+        self._biased: dict[str, tuple[Prompt, dict[str, Any]]] = {}
 
     @property
     def streamed(self) -> bool:
@@ -266,14 +270,30 @@ class _Decoding:
             extra["parting"] = parting
         if self.bias is not None and grammar is not None:
             extra["bias"] = self.bias
-        gen = self.backend.generate(prompt, grammar=grammar, max_tokens=max_tokens, stop=stop,
-                                    repeat_penalty=repeat_penalty, **(sampling or self._sampling), **self._extra,
-                                    **extra)
+        asked: dict[str, Any] = dict(grammar=grammar, max_tokens=max_tokens, stop=stop, repeat_penalty=repeat_penalty,
+                                     **(sampling or self._sampling), **extra)
+        gen = self.backend.generate(prompt, **asked, **self._extra)
+        if gen.biased:
+            self._biased[gen.text] = (prompt, asked)
         self.attempts += 1
         self.completion_tokens += gen.generated
         self.decode_seconds += gen.decode_seconds
         self.prompt_seconds.append(gen.prompt_seconds)
         return gen
+
+    def unbiased(self, gen: Generation) -> Generation | None:
+        """``gen`` decoded again without the bonuses, where they changed a pick of it (the value
+        before, for the record; never streamed); ``None`` where they changed none."""
+        if not gen.biased or gen.text not in self._biased:
+            return None
+        prompt, asked = self._biased[gen.text]
+        asked = {k: v for k, v in asked.items() if k != "bias"}
+        cancel = {"cancel": self._extra["cancel"]} if "cancel" in self._extra else {}
+        plain = self.backend.generate(prompt, **asked, **cancel)
+        self.attempts += 1
+        self.completion_tokens += plain.generated
+        self.decode_seconds += plain.decode_seconds
+        return plain
 
 
 _Chat = TypeVar("_Chat", bound=Callable[..., Any])
@@ -1133,6 +1153,7 @@ class Model:
         # What the turn hands out: a reply cut inside a call is never read as text.
         parsed = fmt.parse(raw, strict=True)
         parsed_content = parsed.content
+        made = [*made, *self._bias_records(raw, fmt, gen, run)]
         calls, settled = settle(parsed.tool_calls, fmt.schemas, decisions, messages)
         made = [*made, *settled]
         finish = "tool_calls" if calls else gen.finish_reason
@@ -1161,6 +1182,26 @@ class Model:
             decisions=tuple(made),
         )
         return result if run.live is None else run.live.finish(result)
+
+    @staticmethod
+    def _bias_records(raw: str, fmt: ReplyFormat, gen: Generation, run: _Decoding) -> list[Decision]:
+        """The word, number and copy bonuses' changes to the reply, each with its value before
+        (the reply decoded again without them, only where they changed a pick) and after."""
+        bias = run.bias
+        if bias is None or not gen.biased:
+            return []
+        plain = run.unbiased(gen)
+        if plain is None:
+            return []
+        thought = raw[: len(raw) - len(gen.text)]
+        after = [(c.name, c.arguments) for c in fmt.parse(raw, strict=True).tool_calls]
+        try:
+            before: list[tuple[str, Mapping[str, Any]]] | None = \
+                [(c.name, c.arguments) for c in fmt.parse(thought + plain.text, strict=True).tool_calls]
+        except LocalToolsError:  # cut short where the bonuses let it end: the text is the record
+            before = None
+        points = list(dict.fromkeys(bias.point(text) for text in gen.biased))
+        return biased(points, before, after, plain.text, gen.text)
 
     def _after_thought(self, prompt: Prompt, text: str, fmt: ReplyFormat) -> tuple[Prompt, str]:
         """The prompt continued with the reasoning and its end tag (added when the budget ran out
