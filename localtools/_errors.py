@@ -267,10 +267,10 @@ class GrammarNotRegular(GrammarError):
 class ContextLengthExceeded(LocalToolsError, ValueError):
     """The prompt does not fit the model's context."""
 
-    def __init__(self, prompt_tokens: int, limit: int) -> None:
+    def __init__(self, prompt_tokens: int, limit: int, why: str = "") -> None:
         self.prompt_tokens = prompt_tokens
         self.limit = limit
-        super().__init__(f"the prompt has {prompt_tokens} tokens, more than the context of {limit}")
+        super().__init__(f"the prompt has {prompt_tokens} tokens, more than the context of {limit}" + (f" ({why})" if why else ""))
 
 
 class ModelError(LocalToolsError):

@@ -357,7 +357,9 @@ class Agent:
         """The messages this turn's prompt is rendered from: all of them while they fit the
         context with ``max_tokens`` to spare, else what the context budget keeps."""
         budget = self.context
-        n_ctx = None if budget is None else budget.n_ctx or self.model.backend.capabilities.n_ctx
+        can = self.model.backend.capabilities
+        # A context that grows is budgeted at the most it grows to: the backend makes the room.
+        n_ctx = None if budget is None else budget.n_ctx or can.max_ctx or can.n_ctx
         if budget is None or not isinstance(n_ctx, int):
             return messages
         # A reply room of half the context or more is cut to half: the backend shortens the reply

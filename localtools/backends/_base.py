@@ -108,6 +108,9 @@ class Capabilities:
     remote: bool = False
     #: The context size in tokens, when known.
     n_ctx: int | None = None
+    #: The context it grows to when a prompt needs more (the model's trained length), where it
+    #: grows; ``None``: ``n_ctx`` is all there is.
+    max_ctx: int | None = None
     #: Requests it serves at once.
     concurrency: int = 1
     #: It answers ``NextTokens.next_tokens``: the model's own distribution of the next token, which

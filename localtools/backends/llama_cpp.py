@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import inspect
+import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +21,68 @@ from ._base import Bias, Capabilities, Generation, Parting, TokenChoice
 from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices
 from ._draw import best_allowed, draw, nucleus_draw
 
-__all__ = ["ExtraBuffers", "LlamaCppBackend", "build_features", "extra_buffers_choice", "open_llama", "system_info"]
+__all__ = ["START_CONTEXT", "ExtraBuffers", "LlamaCppBackend", "available_memory", "build_features", "extra_buffers_choice",
+           "grown_context", "kv_bytes_per_token", "open_llama", "system_info", "trained_context"]
+
+_log = logging.getLogger("localtools.backends")
+
+#: Where a context sized by the backend starts (``n_ctx=None``), in tokens: a prompt that needs more grows it.
+START_CONTEXT = 4096
+#: Bytes a token's keys and values take per layer and KV head dimension (llama.cpp's f16 cache).
+_KV_BYTES = 2
+
+
+def trained_context(metadata: dict[str, Any]) -> int | None:
+    """The context length the model was trained for, as its GGUF states it."""
+    arch = metadata.get("general.architecture")
+    value = metadata.get(f"{arch}.context_length") if arch else None
+    return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def kv_bytes_per_token(metadata: dict[str, Any]) -> int | None:
+    """What one token of context costs in llama.cpp's f16 KV cache (keys and values, every
+    layer), from the GGUF's shape; ``None`` where it does not say."""
+    arch = metadata.get("general.architecture")
+
+    def get(key: str) -> int:
+        value = metadata.get(f"{arch}.{key}") if arch else None
+        return value if isinstance(value, int) and value > 0 else 0
+
+    layers, heads, width = get("block_count"), get("attention.head_count"), get("embedding_length")
+    if not (layers and heads and width):
+        return None
+    kv_heads = get("attention.head_count_kv") or heads
+    key = get("attention.key_length") or width // heads
+    value = get("attention.value_length") or width // heads
+    return layers * kv_heads * (key + value) * _KV_BYTES
+
+
+def available_memory() -> int | None:
+    """Bytes of memory free to take now (Linux's MemAvailable; ``None`` where unknown)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def grown_context(need: int, now: int, trained: int | None, per_token: int | None, free: int | None) -> tuple[int | None, str]:
+    """The context to grow ``now`` to for ``need`` tokens (doubling, at most ``trained``), or
+    ``None`` and why it cannot: past what the model was trained for, or more memory than is free."""
+    if trained is not None and need > trained:
+        return None, f"the model was trained for {trained} tokens"
+    size = now
+    while size < need:
+        size *= 2
+    size = min(size, trained) if trained is not None else size
+    if per_token is not None and free is not None and (size - now) * per_token > free:
+        return None, (f"growing it to {size} tokens takes {(size - now) * per_token // 2**20} MiB more, "
+                      f"and {free // 2**20} MiB are free")
+    return size, ""
+
 
 INSTALL_HINT = "pip install 'localtools[llama-cpp]'  (builds llama-cpp-python; a few minutes on a laptop)"
 
@@ -154,7 +216,7 @@ class LlamaCppBackend:
         self,
         path: str | Path,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_gpu_layers: int = 0,
         n_threads: int | None = None,
         seed: int = 0,
@@ -184,10 +246,23 @@ class LlamaCppBackend:
         unknown = sorted(set(llama_kwargs) - set(inspect.signature(llama_cpp.Llama).parameters))
         if unknown:
             raise UsageError(f"llama_cpp.Llama takes no option {', '.join(unknown)} (is it meant for another backend?)")
+        #: The length the model was trained for (its GGUF's ``context_length``).
+        self.trained_context = trained_context(self.metadata)
+        #: ``n_ctx=None``: the context starts at ``START_CONTEXT`` (or the trained length, if less)
+        #: and grows, doubling, when a prompt and its reply need more, up to the trained length and
+        #: within free memory; a number is kept as given.
+        self.grows = n_ctx is None
+        if n_ctx is None:
+            n_ctx = min(START_CONTEXT, self.trained_context or START_CONTEXT)
+        self._open = dict(extra_buffers=extra_buffers, n_gpu_layers=n_gpu_layers, n_threads=n_threads, seed=seed,
+                          **llama_kwargs)
         #: The llama_cpp.Llama, and whether its weights went into extra CPU buffer types, and why.
-        self.llm, self.extra_buffers = open_llama(path, extra_buffers=extra_buffers, n_ctx=n_ctx, n_gpu_layers=n_gpu_layers,
-                                                  n_threads=n_threads, seed=seed, **llama_kwargs)
+        self.llm, self.extra_buffers = open_llama(path, n_ctx=n_ctx, **self._open)
         self.n_ctx = n_ctx
+        #: What the context was sized to and why, in order (for the CLI and ``doctor``).
+        self.context_changes: list[str] = [
+            f"context of {n_ctx} tokens" + (f", growing up to the {self.trained_context} the model was trained for"
+                                            if self.grows and self.trained_context else " (as given)" if not self.grows else "")]
         self.bos_token = self._token_text(self.metadata.get("tokenizer.ggml.bos_token_id"))
         self.eos_token = self._token_text(self.metadata.get("tokenizer.ggml.eos_token_id"))
 
@@ -223,12 +298,14 @@ class LlamaCppBackend:
     @property
     def capabilities(self) -> Capabilities:
         """In process, one request at a time (a llama.cpp context is not thread-safe)."""
-        return Capabilities(n_ctx=self.n_ctx, next_tokens=True, continues=True, biases=True, parts=True)
+        return Capabilities(n_ctx=self.n_ctx, max_ctx=self.trained_context if self.grows else None, next_tokens=True,
+                            continues=True, biases=True, parts=True)
 
     def next_tokens(self, prompt: Prompt, reply: Sequence[int] = (), *, k: int = 20) -> list[TokenChoice]:
         """The ``k`` most probable next tokens after ``prompt`` and ``reply`` (``NextTokens``); the
         prompt cache is reused, so after a generation only the reply's last token is evaluated."""
         ids = self.tokenize(prompt) + list(reply)
+        self.fit(len(ids) + 1, len(ids))
         if len(ids) >= self.n_ctx:
             raise ContextLengthExceeded(len(ids), self.n_ctx)
         llama_cpp = _import()
@@ -254,6 +331,32 @@ class LlamaCppBackend:
     def health(self) -> None:
         """Nothing behind it to ask."""
         return None
+
+    def fit(self, need: int, prompt_tokens: int) -> None:
+        """Make room for ``need`` tokens (a prompt of ``prompt_tokens`` and its reply): a context
+        that grows grows (``grown_context``), and says so; a prompt that cannot fit raises
+        ``ContextLengthExceeded`` saying why."""
+        if need <= self.n_ctx:
+            return
+        if not self.grows:
+            if prompt_tokens >= self.n_ctx:
+                hint = f"n_ctx={self.n_ctx} was given" + (
+                    f"; the model was trained for {self.trained_context}" if self.trained_context else "")
+                raise ContextLengthExceeded(prompt_tokens, self.n_ctx, hint)
+            return  # the reply gets the room left, as asked
+        size, why = grown_context(need, self.n_ctx, self.trained_context, kv_bytes_per_token(self.metadata),
+                                  available_memory())
+        if size is None or size <= self.n_ctx:
+            if prompt_tokens >= self.n_ctx:
+                raise ContextLengthExceeded(prompt_tokens, self.n_ctx, why)
+            return
+        note = f"context grown from {self.n_ctx} to {size} tokens for a prompt of {prompt_tokens}"
+        _log.info(note)
+        self.llm.close()
+        # A new llama.cpp context: the weights are mapped again, the evaluated prefix is gone.
+        self.llm, self.extra_buffers = open_llama(self.path, n_ctx=size, **self._open)
+        self.n_ctx, self._heard = size, None
+        self.context_changes.append(note)
 
     def drop_prompt_cache(self) -> None:
         """Forget the evaluated prefix, so the next prompt is processed from its first token.
@@ -301,6 +404,7 @@ class LlamaCppBackend:
         (``Capabilities.continues``); with ``bias``'s bonuses, greedy or drawn (``Capabilities.biases``);
         stopped where it parts (``Capabilities.parts``)."""
         prompt_ids = self.tokenize(prompt)
+        self.fit(len(prompt_ids) + len(reply) + max_tokens, len(prompt_ids))
         room = self.n_ctx - len(prompt_ids)
         if room <= 0:
             raise ContextLengthExceeded(len(prompt_ids), self.n_ctx)

@@ -117,7 +117,7 @@ def _ask(model: Model, mode: PooledMode, case: Case, max_tokens: int) -> PooledR
     names = {spec["function"]["name"] for spec in case.tools}
     prompt = model.render(case.messages, case.tools, tool_choice=mode.tool_choice)
     tokens = len(model.backend.tokenize(prompt))
-    n_ctx = model.backend.capabilities.n_ctx
+    n_ctx = model.backend.capabilities.max_ctx or model.backend.capabilities.n_ctx
     base = CaseResult(mode=mode.label, category=case.category, case_id=case.id, correct=False, valid=False)
     if isinstance(n_ctx, int) and tokens > n_ctx - max_tokens:
         base.reason = f"the prompt has {tokens} tokens: max_tokens={max_tokens} do not fit the {n_ctx}-token context"

@@ -64,7 +64,8 @@ def model_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--family", help="model family, overriding detection (see 'localtools templates')")
     p.add_argument("--template", help="'model' to use the GGUF's own chat template, or a Jinja file")
     p.add_argument("--n-gpu-layers", type=int, help="llama-cpp: layers to offload to the GPU (-1: all; needs a CUDA build)")
-    p.add_argument("--n-ctx", type=int, help="llama-cpp: context size in tokens (default 4096)")
+    p.add_argument("--n-ctx", type=int, help="llama-cpp: context size in tokens, kept as given (default: 4096, grown as a prompt needs, "
+                   "up to the length the model was trained for and within free memory)")
     p.add_argument("--extra-buffers", choices=["auto", "on", "off"],
                    help="llama-cpp: load weights into llama.cpp's extra CPU buffer types (repacked for its CPU "
                    "kernels). auto (default): on, except where llama.cpp was built with AMX and the CPU has AMX or "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 
 from .._errors import LocalToolsError
@@ -44,9 +45,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _say_backend_notes() -> None:
+    """What a backend decides on its own while it runs (a context grown for a long prompt) goes
+    to stderr, once per command: a user sees why memory grew."""
+    log = logging.getLogger("localtools.backends")
+    if not any(getattr(h, "_localtools_cli", False) for h in log.handlers):
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("localtools: %(message)s"))
+        handler._localtools_cli = True  # type: ignore[attr-defined]
+        log.addHandler(handler)
+    log.setLevel(logging.INFO)
+
+
 def main(argv: list[str] | None = None) -> int:
     """The ``localtools`` command; returns its exit status."""
     args = build_parser().parse_args(argv)
+    _say_backend_notes()
     try:
         return _COMMANDS[args.command].main(args)
     except LocalToolsError as exc:
