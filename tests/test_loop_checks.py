@@ -73,7 +73,7 @@ def read(key: str) -> str:
 
 
 @pytest.mark.parametrize("key", ["x", "注文-778", "A B"])
-def test_a_result_asked_again_comes_back_as_it_came_with_no_note_to_copy(key: str) -> None:
+def test_a_result_asked_again_comes_back_as_it_came_and_a_note_beside_it_says_so(key: str) -> None:
     # A note written into the result is what a small model copies as its answer: the result comes
     # back as it is, the trace says it was a repeat, and the next turn must answer.
     RUNS.clear()
@@ -82,6 +82,8 @@ def test_a_result_asked_again_comes_back_as_it_came_with_no_note_to_copy(key: st
     assert RUNS == {"read": 1}
     first, again = result.messages[2]["content"], result.messages[4]["content"]
     assert again == first == f"the value of {key} is 42"
+    # Told beside the result, as the user, that it already had it.
+    assert result.messages[5]["role"] == "user" and "already had that result" in result.messages[5]["content"]
     assert result.trace[1].calls[0].outcome is CallOutcome.REPEATED
     assert result.trace[2].tool_choice == "none"
     assert result.answer == "It is 42."

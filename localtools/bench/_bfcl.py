@@ -13,7 +13,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from .._errors import DataError
 from ..families._prompt import with_system as _with_system
@@ -23,6 +23,7 @@ __all__ = ["CATEGORIES", "Case", "bfcl_data_dir", "conversation", "load_cases", 
 
 #: Categories the bench knows; ``irrelevance``'s right answer is no call.
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
+_Item = TypeVar("_Item")
 _TYPES = {"dict": "object", "float": "number", "tuple": "array"}
 
 
@@ -182,7 +183,7 @@ def load_cases(folder: str | Path, category: str) -> list[Case]:
     return cases
 
 
-def sample(cases: list[Case], n: int | None, seed: int = 0) -> list[Case]:
+def sample(cases: list[_Item], n: int | None, seed: int = 0) -> list[_Item]:
     """``n`` cases spread evenly over the list; ``seed`` shifts where the spread starts (0: none)."""
     if n is None or n >= len(cases):
         return list(cases)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
+from pathlib import Path
 from typing import Any
 
 from .._errors import UsageError
@@ -22,7 +24,10 @@ def add_parser(sub: Any) -> None:
                         "without its dependencies)")
     source.add_argument("--data", metavar="DIR", help="a folder in BFCL format (BFCL_v4_<category>.json + possible_answer/)")
     bench.add_argument("--category", action="append", metavar="C",
-                       help="simple_python, multiple, parallel, parallel_multiple, irrelevance (repeatable; default all five)")
+                       help="simple_python, multiple, parallel, parallel_multiple, irrelevance (repeatable; default all five); "
+                       "or BFCL's multi-turn categories, multi_turn_base, multi_turn_miss_func, multi_turn_miss_param, "
+                       "multi_turn_long_context: each case through the agent loop, turn by turn, scored by BFCL's own "
+                       "multi-turn checker (the calls' effect on the APIs' state and their results)")
     bench.add_argument("--sample", type=int, default=40, metavar="N", help="cases per category, evenly spread (default 40)")
     bench.add_argument("--seed", type=int, default=0, help="shifts which cases the even spread picks (default 0)")
     bench.add_argument("--split", choices=["report", "calibration"], default="report",
@@ -61,6 +66,9 @@ def add_parser(sub: Any) -> None:
                        "model's context (not generated; scored wrong). localtools' own modes only")
     bench.add_argument("--route-k", type=int, action="append", metavar="K",
                        help="with --pooled: tools the router offers per case (repeatable; default 5)")
+    bench.add_argument("--max-steps", type=int, metavar="N",
+                       help="multi-turn categories: model turns a user turn may take before it is cut short and the case "
+                       "fails, as BFCL fails a forced quit (default 10; BFCL's own limit is 20)")
     bench.add_argument("--max-tokens", type=int, default=256, help="most tokens per reply (default 256)")
     bench.add_argument("--disguise-retry", choices=["bar", "required"],
                    help="when a text answer under auto reads as a call, decode again with that opening barred "
@@ -185,6 +193,74 @@ def _bench_models(args: argparse.Namespace, names: list[str], backends: list[str
     for model in models.values():
         _common.set_disguise_retry(model, args)
     return models
+
+
+def _bench_multi_turn(args: argparse.Namespace) -> int:
+    """``bench --category multi_turn_*``: BFCL's multi-turn cases through ``Agent``, per mode."""
+    import statistics
+    from dataclasses import asdict
+
+    from rich.table import Table
+
+    from ..bench._multiturn import MULTI_TURN_CATEGORIES, MultiTurnMode, pick_cases, run_multi_turn_case
+    from ..model._load import resolve_decisions
+
+    categories = list(dict.fromkeys(args.category))
+    if other := [c for c in categories if c not in MULTI_TURN_CATEGORIES]:
+        raise UsageError(f"--category {other[0]}: a multi-turn run takes only the multi-turn categories "
+                         f"({', '.join(MULTI_TURN_CATEGORIES)})")
+    if args.peer or args.peers_only or args.pooled or args.scenarios or args.levers or args.data or args.plot:
+        raise UsageError("the multi-turn categories run localtools' own modes on BFCL's data: drop --peer, --peers-only, "
+                         "--pooled, --scenarios, --levers, --data and --plot")
+    names, backends = _bench_targets(args)
+    models = _bench_models(args, names, backends)
+    modes: list[tuple[Any, MultiTurnMode]] = []
+    for (name, backend), model in models.items():
+        for decoding in args.mode or ["free", "constrained"]:
+            if decoding == "free":
+                modes.append((model, MultiTurnMode(f"{name} {backend} free", False, None)))
+                continue
+            for setting in args.decisions or ["default"]:
+                decisions = model.decisions if setting == "default" and not args.decisions else \
+                    resolve_decisions(setting, name)
+                modes.append((model, MultiTurnMode(f"{name} {backend} constrained {setting}", True, decisions)))
+    cases = [c for category in categories for c in pick_cases(category, args.sample, args.seed)]
+    max_steps = args.max_steps or 10
+    results = []
+    with _common.steps("bench", len(cases) * len(modes)) as step:
+        for case in cases:  # case by case, every mode: a run cut short still compares the modes on the same cases
+            for model, mode in modes:
+                result = run_multi_turn_case(model, case, mode, max_steps=max_steps, max_tokens=args.max_tokens)
+                results.append(result)
+                step(f"{mode.label} {case.id}: {result.turns_passed}/{result.turns} turns")
+    rows = []
+    for _, mode in modes:
+        for category in categories:
+            mine = [r for r in results if r.mode == mode.label and r.category == category]
+            if not mine:
+                continue
+            rows.append({"mode": mode.label, "category": category, "cases": len(mine),
+                         "accuracy": sum(r.correct for r in mine) / len(mine),
+                         "turns_passed": sum(r.turns_passed for r in mine), "turns": sum(r.turns for r in mine),
+                         "mean_calls": statistics.mean(r.calls for r in mine),
+                         "mean_steps": statistics.mean(r.steps for r in mine),
+                         "mean_prompt_tokens": statistics.mean(r.prompt_tokens for r in mine),
+                         "p50_seconds": statistics.median(r.seconds for r in mine)})
+    table = Table(title=f"BFCL multi-turn, {len(cases)} cases, at most {max_steps} steps a turn, BFCL's checker")
+    for column in ("mode", "category", "cases", "accuracy", "turns passed", "calls", "steps", "prompt tokens", "p50 s"):
+        table.add_column(column, justify="left" if column in ("mode", "category") else "right")
+    for row in rows:
+        table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}",
+                      f"{row['turns_passed']}/{row['turns']}", f"{row['mean_calls']:.1f}", f"{row['mean_steps']:.1f}",
+                      f"{row['mean_prompt_tokens']:.0f}", f"{row['p50_seconds']:.0f}")
+    _common.print_table(table)
+    if args.json:
+        meta = {"categories": categories, "sample": args.sample, "seed": args.seed, "max_steps": max_steps,
+                "max_tokens": args.max_tokens, "checker": "bfcl_eval multi_turn_checker"}
+        Path(args.json).write_text(json.dumps({"meta": meta, "summary": rows, "cases": [asdict(r) for r in results]},
+                                              indent=1), encoding="utf-8")
+        print(f"wrote {args.json}")
+    return 0
 
 
 def _bench_pooled(args: argparse.Namespace) -> int:
@@ -376,6 +452,10 @@ def main(args: argparse.Namespace) -> int:
 
     if args.pooled:
         return _bench_pooled(args)
+    if any(c.startswith("multi_turn") for c in args.category or ()):
+        return _bench_multi_turn(args)
+    if args.max_steps is not None:
+        raise UsageError("--max-steps applies to the multi-turn categories")
     if args.route_k:
         raise UsageError("--route-k applies to --pooled")
     if args.peers_only and not args.peer:

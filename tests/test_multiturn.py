@@ -1,0 +1,104 @@
+"""BFCL's multi-turn categories through the agent loop: the cases load as BFCL builds them, the
+APIs run for real on each case's instances, and BFCL's own checker scores the calls the loop ran."""
+
+from __future__ import annotations
+
+import ast
+import random
+from typing import Any
+
+import pytest
+from conftest import tc
+
+from localtools import Model, ScriptedBackend
+from localtools.bench._multiturn import (
+    MULTI_TURN_CATEGORIES,
+    MultiTurnMode,
+    call_text,
+    instances,
+    load_multi_turn,
+    run_multi_turn_case,
+    score,
+    tools_for,
+)
+
+
+def _parsed(call: str) -> tuple[str, dict[str, Any]]:
+    """A ground-truth call string as a name and keyword arguments (positional ones by the doc's order)."""
+    node = ast.parse(call, mode="eval").body
+    assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+    return node.func.id, {k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg}
+
+
+def _keywords_only(call: str) -> bool:
+    node = ast.parse(call, mode="eval").body
+    return isinstance(node, ast.Call) and not node.args
+
+
+@pytest.fixture(scope="module")
+def cases() -> dict[str, list[Any]]:
+    return {category: load_multi_turn(category) for category in MULTI_TURN_CATEGORIES}
+
+
+def test_every_category_loads_with_its_ground_truth_and_the_ground_truth_passes_the_checker(cases: dict[str, list[Any]]) -> None:
+    rng = random.Random(3)
+    for category, rows in cases.items():
+        assert len(rows) == 200, category
+        for case in rng.sample(rows, 5):
+            assert len(case.turns) == len(case.ground_truth)
+            decoded = [[calls] if calls else [] for calls in case.ground_truth]
+            assert score(case, decoded, "truth") == (True, len(case.turns), ""), case.id
+
+
+def test_a_wrong_turn_fails_there_and_the_turns_before_it_count(cases: dict[str, list[Any]]) -> None:
+    case = next(c for c in cases["multi_turn_base"] if len(c.turns) >= 3 and all(c.ground_truth))
+    decoded = [[calls] for calls in case.ground_truth]
+    decoded[1] = [["ls()"]]  # the second turn does something else
+    correct, passed, why = score(case, decoded, "wrong")
+    assert (correct, passed) == (False, 1) and why
+    assert score(case, decoded[:1], "short")[:2] == (False, 0)  # a run cut short passes nothing
+
+
+def test_miss_func_holds_functions_back_until_their_turn(cases: dict[str, list[Any]]) -> None:
+    for case in cases["multi_turn_miss_func"][:20]:
+        assert case.added
+        held = {f["name"] for docs in case.added.values() for f in docs}
+        assert held and not held & {f["name"] for f in case.functions}
+        assert all(not case.turns[i] for i in case.added)  # BFCL's data leaves that turn's message out
+
+
+def test_the_tools_run_the_apis_methods_on_the_cases_own_instances(cases: dict[str, list[Any]]) -> None:
+    case = next(c for c in cases["multi_turn_base"] if "GorillaFileSystem" in c.involved_classes)
+    apis = instances(case)
+    tools = {t.name: t for t in tools_for(case.functions, apis)}
+    assert {"ls", "cd", "mkdir"} <= set(tools)
+    listing = tools["ls"].fn()
+    assert isinstance(listing, str) and "current_directory_content" in listing
+    # Another case's instances are its own: state does not leak between them.
+    assert instances(case)["GorillaFileSystem"] is not apis["GorillaFileSystem"]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_model_that_makes_the_ground_truths_calls_passes_through_the_agent(cases: dict[str, list[Any]], seed: int) -> None:
+    rng = random.Random(seed)
+    # Cases whose calls name every argument (the scripted replies write keyword arguments).
+    case = rng.choice([c for c in cases["multi_turn_base"] if all(_keywords_only(s) for t in c.ground_truth for s in t)])
+    replies: list[str] = []
+    for calls in case.ground_truth:
+        # Each call in a step of its own (a later call may read an earlier one's effect), then an answer.
+        for s in calls:
+            name, arguments = _parsed(s)
+            replies.append(tc(name, **arguments))
+        replies.append("Done.")
+    model = Model(ScriptedBackend(replies), family="qwen2.5")
+    result = run_multi_turn_case(model, case, MultiTurnMode("scripted", True, None), max_steps=20)
+    assert result.error == "" and result.correct and result.turns_passed == len(case.turns), (result.error, result.decoded)
+    assert result.decoded == [[[call_text(*_parsed(s))] for s in calls] for calls in case.ground_truth]
+    assert result.calls == sum(len(t) for t in case.ground_truth)
+
+
+def test_a_run_cut_by_the_step_limit_fails_the_case(cases: dict[str, list[Any]]) -> None:
+    case = next(c for c in cases["multi_turn_base"] if "GorillaFileSystem" in c.involved_classes)
+    model = Model(ScriptedBackend([tc("ls"), tc("pwd"), tc("ls", a=True)]), family="qwen2.5")
+    result = run_multi_turn_case(model, case, MultiTurnMode("scripted", True, None), max_steps=2)
+    assert not result.correct and "MaxStepsExceeded" in result.error and result.turns_passed == 0
