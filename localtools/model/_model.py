@@ -677,8 +677,8 @@ class Model:
         def settled(calls: list[ToolCall]) -> list[ToolCall]:
             return settle(calls, whole.schemas, decisions, messages)[0]
 
-        # Free output decides nothing; a thought inside this generation leaves no distribution to
-        # read where the choices are: the greedy token decides them, and only a vote acts.
+        # No distribution to read (a backend without one, or a thought inside this generation):
+        # the greedy token decides, and only the vote acts. Free output decides nothing.
         turn = Turn(run=run, source=None if fmt.reasoning else source, family=self.family, prompt=prompt, whole=whole,
                     fmt=fmt, thought=thought, decisions=decisions if decisions is not None and constrained else Decisions(),
                     messages=messages, specs=specs, forms=forms, variant=variant, reprompt=reprompt, settle=settled,
