@@ -1,16 +1,22 @@
-"""Each settling policy on its own (``localtools.model.policies``), on drawn calls, and their order."""
+"""Each policy on its own (``localtools.model.policies``): the settling ones on drawn calls, those
+that decode a turn again on scripted turns; and their order."""
 
 from __future__ import annotations
 
 import json
 import random
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from conftest import tc
 
+from localtools import Model, ScriptedBackend, tool
 from localtools.families._parse import ToolCall
+from localtools.grammar import matches
 from localtools.model._decide import DecisionPoint, Decisions, stated_shape
-from localtools.model.policies import SETTLING, Context, settle
+from localtools.model.policies import REDECODING, SETTLING, Context, settle
 from localtools.model.policies.distinct import Distinct
 from localtools.model.policies.ground import Ground
 from localtools.model.policies.percent import Percent
@@ -126,3 +132,149 @@ def test_ground_never_judges_a_string_in_a_form_the_tool_asks_for(form: dict[str
     calls, made = Ground()([call(0, city="Oslo", note="10:00")],
                            Context(schemas, [{"role": "user", "content": "Book Oslo at 10 tomorrow"}], Decisions()))
     assert calls[0].arguments["note"] == "10:00" and not made
+
+
+# The policies that decode a turn again, each on a scripted turn. Each is run on with its own
+# switch alone, and off with ``distinct`` (which decodes nothing again) on instead: the turn then
+# reads the distribution and runs the list, so a policy that acted with its switch off would show.
+
+@tool
+def get_weather(city: str) -> str:
+    """The weather in a city."""
+    return f"sunny in {city}"
+
+
+@tool
+def distance(body1: str, body2: str, unit: str = "kilometers") -> str:
+    """The distance between two celestial bodies."""
+    return "1"
+
+
+@tool
+def get_discoverer(discovery: str, detail: bool = False) -> str:
+    """Who made a scientific discovery."""
+    return "Chadwick"
+
+
+ASK = [{"role": "user", "content": "Weather in Paris and in London?"}]
+PARIS, LONDON = tc("get_weather", city="Paris"), tc("get_weather", city="London")
+OFF = Decisions(distinct=True)
+
+
+def turn(replies: list[str], decisions: Decisions, *, ask: list[dict[str, Any]] = ASK, tools: Any = (get_weather,),
+         choices: Any = None) -> tuple[Any, ScriptedBackend]:
+    backend = ScriptedBackend(replies, choices={} if choices is None else choices)
+    return Model(backend, family="qwen2.5").chat(ask, list(tools), decisions=decisions), backend
+
+
+def points(result: Any) -> list[DecisionPoint]:
+    return [d.point for d in result.decisions]
+
+
+def test_every_redecoding_policy_states_its_switches_what_it_reads_and_changes() -> None:
+    assert [p.switch for p in REDECODING] == [("call",), ("form",), ("guess", "fit"), ("held",), ("more",),
+                                              ("option",), ("samples",)]
+    assert all(hasattr(Decisions(), n) for p in REDECODING for n in p.switch)
+    assert all(p.reads and p.changes for p in REDECODING)
+    # Only the vote acts where the backend gives no distribution.
+    assert [p.switch for p in REDECODING if not p.distribution] == [("samples",)]
+
+
+def test_the_docs_state_both_orders_as_the_code_does() -> None:
+    text = (Path(__file__).resolve().parents[1] / "docs" / "decisions.md").read_text(encoding="utf-8")
+    for name, policies in (("REDECODING", [n for p in REDECODING for n in p.switch]),
+                           ("SETTLING", [p.switch for p in SETTLING])):
+        stated = re.search(rf"`{name}`[^:]*: ([^.]*)\.", text)
+        assert stated is not None, name
+        assert re.findall(r"`(\w+)`", stated.group(1)) == policies, name
+
+
+def test_call_writes_the_reply_under_the_branch_its_share_chose() -> None:
+    choices = {"": {"<tool_call>": 0.2, "The": 0.8}}
+    result, backend = turn(["The weather is fine."], Decisions(call=0.5), choices=choices)
+    assert points(result) == [DecisionPoint.CALL] and not result.decisions[0].taken
+    grammar = backend.grammars[0]
+    assert grammar is not None and not matches(grammar, PARIS)  # the text branch alone
+    result, backend = turn(["The weather is fine."], OFF, choices=choices)
+    assert points(result) == [] and backend.grammars[0] is not None and matches(backend.grammars[0], PARIS)
+
+
+FENCE_PARIS = '```json\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n```'
+LISTED = '```json\n[{"name": "get_weather", "arguments": {"city": "Paris"}}]\n```'
+
+
+def test_form_writes_the_calls_as_one_list_on_its_share() -> None:
+    choices = {"```json\n": {'{"': 0.9, "[": 0.1}}
+    result, backend = turn([FENCE_PARIS, LISTED], Decisions(form=0.05), choices=choices)
+    assert points(result) == [DecisionPoint.FORM] and result.decisions[0].taken
+    assert result.raw == LISTED and [c.arguments for c in result.tool_calls] == [{"city": "Paris"}]
+    # The first reply stopped where it began the single call; the list went on from the fence.
+    assert backend.continued == [0, len("```json\n")]
+    result, backend = turn([FENCE_PARIS], OFF, choices=choices)
+    assert points(result) == [] and result.raw == FENCE_PARIS and len(backend.grammars) == 1
+
+
+def test_guess_answers_a_guessed_call_in_text() -> None:
+    ask = [{"role": "user", "content": "What is the capital of France?"}]
+    choices = {"": {"<tool_call>": 0.3, "The": 0.7}}
+    made_up = tc("get_weather", city="Atlantis")
+    result, _ = turn([made_up, "Paris is the capital."], Decisions(guess=0.75), ask=ask, choices=choices)
+    assert points(result) == [DecisionPoint.GUESS] and result.content == "Paris is the capital."
+    assert not result.tool_calls
+    # fit turns it on too: a call to a tool nothing in the conversation speaks of.
+    result, _ = turn([made_up, "Paris is the capital."], Decisions(fit=0.75), ask=ask, choices=choices)
+    assert points(result) == [DecisionPoint.FIT] and not result.tool_calls
+    result, backend = turn([made_up], OFF, ask=ask, choices=choices)
+    assert points(result) == [] and result.tool_calls and len(backend.grammars) == 1
+
+
+def test_held_makes_a_text_answer_the_call_asked_for() -> None:
+    ask = [{"role": "user", "content": "Who discovered the neutron?"}]
+    answer, call = "I think it was someone famous.", tc("get_discoverer", discovery="neutron")
+    result, _ = turn([answer, call], Decisions(held=True), ask=ask, tools=(get_discoverer,))
+    assert points(result) == [DecisionPoint.HELD] and result.tool_calls[0].arguments == {"discovery": "neutron"}
+    result, backend = turn([answer], OFF, ask=ask, tools=(get_discoverer,))
+    assert points(result) == [] and result.content == answer and len(backend.grammars) == 1
+
+
+def test_more_writes_another_call_on_its_share() -> None:
+    choices = {PARIS: {"\n": 0.6, "": 0.4}, PARIS + "\n": {"<tool_call>": 0.5, "": 0.5},
+               PARIS + "\n" + LONDON: {"": 1.0}}
+    result, _ = turn([PARIS, PARIS + "\n" + LONDON], Decisions(more=0.25), choices=choices)
+    assert points(result) == [DecisionPoint.MORE, DecisionPoint.MORE]
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    result, backend = turn([PARIS], OFF, choices=choices)
+    assert points(result) == [] and len(result.tool_calls) == 1 and len(backend.grammars) == 1
+
+
+def test_option_asks_for_an_argument_the_user_names() -> None:
+    ask = [{"role": "user", "content": "How far is Mars from Venus? Give the unit as miles."}]
+    before = tc("distance", body1="Mars", body2="Venus")
+    after = tc("distance", body1="Mars", body2="Venus", unit="miles")
+    result, _ = turn([before, after], Decisions(option=True), ask=ask, tools=(distance,))
+    assert points(result) == [DecisionPoint.OPTION] and result.tool_calls[0].arguments["unit"] == "miles"
+    result, backend = turn([before], OFF, ask=ask, tools=(distance,))
+    assert points(result) == [] and "unit" not in result.tool_calls[0].arguments and len(backend.grammars) == 1
+
+
+@pytest.mark.parametrize("distribution", [True, False])
+def test_vote_draws_and_takes_the_calls_most_replies_agree_on(distribution: bool) -> None:
+    """The vote needs no distribution: it acts on every backend."""
+    choices = {} if distribution else None
+    backend = ScriptedBackend([PARIS, LONDON, LONDON], choices=choices)
+    result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(samples=3))
+    assert points(result) == [DecisionPoint.VOTE] and result.tool_calls[0].arguments == {"city": "London"}
+    result, backend = turn([PARIS], OFF)
+    assert points(result) == [] and result.tool_calls[0].arguments == {"city": "Paris"} and result.attempts == 1
+
+
+def test_guess_judges_the_calls_before_more_adds_any() -> None:
+    """The order matters: ``guess`` judges the reply's own calls, before ``more`` adds one (which
+    ``more`` judges on its own share)."""
+    ask = [{"role": "user", "content": "Weather in Paris?"}]
+    choices = {"": {"<tool_call>": 0.9, "The": 0.1}, PARIS: {"\n": 1.0}, PARIS + "\n": {"<tool_call>": 1.0},
+               PARIS + "\n" + LONDON: {"": 1.0}}
+    result, _ = turn([PARIS, PARIS + "\n" + LONDON], Decisions(guess=0.5, more=0.5), ask=ask, choices=choices)
+    assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
+    # Judged after more, Paris and London (half of the values said) would be a guess.
+    assert points(result) == [DecisionPoint.MORE, DecisionPoint.MORE]

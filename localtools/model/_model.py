@@ -6,16 +6,14 @@ import json
 import queue
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import replace
-from functools import lru_cache, partial, wraps
+from functools import lru_cache, wraps
 from pathlib import Path
 from typing import Any, TypeVar
 
 from .._errors import (
     DisguisedCall,
-    GenerationTruncated,
     LocalToolsError,
     SchemaViolation,
     TemplateError,
@@ -29,7 +27,7 @@ from ..families._families import Family
 from ..families._parse import ToolCall, call_key, disguised_calls, first_disguise, not_json
 from ..families._prompt import Prompt, render, with_system
 from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
-from ..grammar import MAX_PARALLEL_CALLS, Grammar, KeywordEnforcement, build_grammar, matches, unsupported
+from ..grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
 from ..grammar._check import Violation, violations
 from ..tools._tools import Tool
 from ._decide import (
@@ -37,23 +35,11 @@ from ._decide import (
     Decision,
     DecisionPoint,
     Decisions,
-    Grounds,
-    adds_option,
-    asked,
-    asking,
     biased,
     content_text,
-    conversation_text,
-    covers,
-    decide,
-    fork,
-    refusing,
     said,
     shaped,
-    spoken_options,
-    uncovered,
 )
-from ._reading import plain as _plain_text
 from ._stream import (
     ANSWER,
     DisguiseCaught,
@@ -69,15 +55,11 @@ from ._stream import (
     TurnDone,
 )
 from ._turn import ChatResult
-from .policies import settle
+from .policies import Turn, redecode, settle
 
 __all__ = ["ChatResult", "Model", "ToolChoice"]
 
 ToolChoice = str  # "auto" | "required" | "none" | a tool name
-#: What a text answer after a refused guess may not open with: JSON, which would be the call again.
-_JSON_OPENINGS = ("{", "[")
-#: Where text holds a call object: its keys.
-_CALL_TELLS = ('"name":', '"arguments":', '"parameters":', "'name':", "'arguments':")
 #: Template variables render sets itself, and its own parameters.
 _RESERVED_VARIABLES = frozenset({"messages", "tools", "add_generation_prompt", "bos_token", "eos_token", "source",
                                  "object_arguments"})
@@ -135,23 +117,6 @@ def _answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[st
     return frozenset(answered)
 
 
-def _stranger(decisions: Decisions, grounds: Grounds, calls: list[tuple[str, dict[str, Any]]], share: float | None,
-              earlier: list[tuple[str, dict[str, Any]]], reply: str) -> Decision | None:
-    """Further calls (after the ``earlier`` calls of ``reply``) judged as a turn's first calls are
-    (``Model._guess``): a guess on a share under ``decisions.guess``, or calls only to tools nobody
-    spoke of on a share under ``decisions.fit``, are refused: the decision that says so."""
-    if share is None or not calls:
-        return None
-    before = len(earlier)
-    if decisions.guess is not None and share < (guess := grounds.threshold(decisions.guess, decisions)) and \
-            grounds.guessed(calls):
-        return Decision(DecisionPoint.GUESS, share, guess, True, before, reply)
-    if decisions.fit is not None and share < (fit := grounds.threshold(decisions.fit, decisions)) and \
-            (strangers := grounds.unfit(calls, earlier)):
-        return Decision(DecisionPoint.FIT, share, fit, True, before, reply, ", ".join(strangers))
-    return None
-
-
 def _violation_text(found: list[Violation]) -> str:
     """A rejected turn's result for one of its calls, as the model reads it: what was wrong, where."""
     if not found:
@@ -177,23 +142,6 @@ def _question(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
-def _required_of(arguments: Mapping[str, Any], schema: Any) -> dict[str, Any]:
-    """``arguments`` less the ones ``schema`` does not require (all of them without a schema)."""
-    required = schema.get("required") if isinstance(schema, Mapping) else None
-    if not isinstance(required, list):
-        return dict(arguments)
-    return {k: v for k, v in arguments.items() if k in required}
-
-
-def _requiring(spec: Mapping[str, Any], key: str) -> dict[str, Any]:
-    """A tool's spec with ``key`` among its required arguments."""
-    function = dict(spec["function"])
-    parameters = dict(function.get("parameters") or {})
-    parameters["required"] = [*parameters.get("required", ()), key]
-    function["parameters"] = parameters
-    return {**spec, "function": function}
-
-
 def _decodes_again(decisions: Decisions | None, reads: bool) -> bool:
     """Whether ``decisions`` may decode a turn again after its first reply: ``samples`` on any
     backend; ``more``, ``form``, ``guess``, ``fit``, ``held``, ``option``, ``cover`` where the
@@ -215,11 +163,6 @@ def _replay(result: ChatResult, on_event: Callable[[StreamEvent], None]) -> None
         on_event(ToolCallStarted(index, call.id, call.name))
         on_event(ToolCallDelta(index, json.dumps(call.arguments, ensure_ascii=False)))
         on_event(ToolCallDone(index, call))
-
-
-def _json(value: Any) -> str:
-    """A value as a decision records it: JSON text, as the call carries it."""
-    return json.dumps(value, ensure_ascii=False)
 
 
 def _answer_prompt_seconds(run: _Decoding, gen: Generation, first: Generation | None) -> float:
@@ -723,15 +666,6 @@ class Model:
         penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
         source = self.backend if decisions is not None and decisions.active and constrained and \
             self.backend.capabilities.next_tokens and isinstance(self.backend, NextTokens) else None
-        if source is None or decisions is None or fmt.reasoning:
-            # No distribution to read, or a thought inside this generation: the greedy token decides.
-            gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties)
-            voted: list[Decision] = []
-            if decisions is not None and constrained:
-                gen = self._vote(run, prompt, fmt, whole, gen, decisions, voted, messages,
-                                 max_tokens=max_tokens)
-            return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
-                                decisions=decisions if constrained else None, made=voted, messages=messages)
 
         def variant(choice: str, calls: tuple[int, int] | None = None,
                     only: tuple[str, ...] | None = forms, tools: Sequence[dict[str, Any]] = specs) -> ReplyFormat:
@@ -740,368 +674,18 @@ class Model:
                                   answer_schema=answer_schema, calls=calls, forms=only).barring(bars)
             return f.after_reasoning() if thought else f
 
-        made: list[Decision] = []
-        if decisions.call is not None and fmt.tool_choice == "auto" and fmt.can_call:
-            call, text = variant("required"), variant("none")
-            made.append(decide(source, prompt, DecisionPoint.CALL, decisions.call, call.grammar, text.grammar, decisions))
-            fmt = call if made[-1].taken else text
-        forming = forms is not None and decisions.form is not None and whole.can_call
-        parting = None
-        # The reply's calls as one list, or as single calls: what the form decision chooses between.
-        lists, single = (variant("required", only=self.family.parallel_forms),
-                         variant("required", only=self.family.call_forms)) if forming else (fmt, fmt)
-        if forming and fmt.can_call and run.live is None:
-            # A reply that begins a single call stops there: the form is decided before the call is
-            # written, not after it is written whole and then again as a list. Not while it could
-            # still be a list, or text.
-            words = variant("none").grammar if fmt.tool_choice == "auto" else None
-            away = tuple(g for g in (lists.grammar, words) if g is not None)
-            if lists.grammar is not None and single.grammar is not None:
-                parting = Parting(into=single.grammar, away=away)
-        gen = self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties, parting=parting)
-        later = variant
-        if forming:
-            gen, chosen = self._form(run, source, prompt, whole, fmt, gen, thought, made, (lists, single), decisions,
-                                     max_tokens=max_tokens, penalties=penalties)
-            if chosen is not None:
-                later = partial(variant, only=chosen)
-        grounds = Grounds.of(messages, specs) if decisions.guess is not None or decisions.fit is not None or \
-            decisions.cover or decisions.held else None
-        if grounds is not None:
-            gen = self._guess(run, source, prompt, whole, gen, thought, made, variant, decisions, grounds,
-                              max_tokens=max_tokens, penalties=penalties, reprompt=reprompt)
-        if grounds is not None and decisions.held:
-            gen = self._held(run, prompt, whole, gen, thought, made, later, grounds, max_tokens=max_tokens,
-                             penalties=penalties)
-        gen = self._more_calls(run, source, prompt, whole, gen, thought, made, later, decisions,
-                               max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls,
-                               judge=None if grounds is None else partial(_stranger, decisions, grounds),
-                               # The words as written: a list of names is read by its capitals.
-                               cover=partial(uncovered, conversation=asked(messages)) if decisions.cover else None)
-        if decisions.option:
-            gen = self._options(run, source, prompt, whole, gen, thought, made, later, specs, messages,
-                                max_tokens=max_tokens, penalties=penalties)
-        refused = self._refusal(source, prompt, variant, decisions, grounds, made) \
-            if grounds is not None and whole.tool_choice == "auto" and \
-            (decisions.guess is not None or decisions.fit is not None) else None
-        gen = self._vote(run, prompt, fmt, whole, gen, decisions, made, messages, max_tokens=max_tokens,
-                         refused=refused)
+        def settled(calls: list[ToolCall]) -> list[ToolCall]:
+            return settle(calls, whole.schemas, decisions, messages)[0]
+
+        # No distribution to read (a backend without one, or a thought inside this generation):
+        # the greedy token decides, and only the vote acts. Free output decides nothing.
+        turn = Turn(run=run, source=None if fmt.reasoning else source, family=self.family, prompt=prompt, whole=whole,
+                    fmt=fmt, thought=thought, decisions=decisions if decisions is not None and constrained else Decisions(),
+                    messages=messages, specs=specs, forms=forms, variant=variant, reprompt=reprompt, settle=settled,
+                    max_tokens=max_tokens, penalties=penalties, parallel=parallel_tool_calls)
+        gen = redecode(turn)
         return self._result(thought + gen.text, whole, gen, stop, constrained=constrained, run=run,
-                            decisions=decisions, made=made, messages=messages)
-
-    def _options(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
-                 thought: str, made: list[Decision], variant: Callable[..., ReplyFormat],
-                 specs: Sequence[dict[str, Any]], messages: Sequence[Mapping[str, Any]], *, max_tokens: int,
-                 penalties: Sequence[float]) -> Generation:
-        """Each optional argument the reply's calls left out whose name the conversation speaks of
-        (``spoken_options``): the reply decoded again from where the calls could take it, with it
-        required of that tool and the same number of calls, and taken when it only adds that
-        argument, with a grounded value that is not its default (``adds_option``). Not on a
-        streamed turn: what streamed would be written again."""
-        if run.live is not None or not whole.can_call:
-            return gen
-        calls = [(c.name, c.arguments) for c in whole.parse(gen.text).tool_calls]
-        conversation = conversation_text(messages)
-        # What was asked names an option; a key in a tool's result is no request for it.
-        for name, key in spoken_options(calls, whole.schemas, _plain_text(said(messages, ("user", "system")))):
-            asked = [_requiring(spec, key) if spec["function"]["name"] == name else spec for spec in specs]
-            forced = variant("required", (len(calls), len(calls)), tools=asked)
-            at = None if forced.grammar is None else fork(source, gen.tokens, gen.text, forced.grammar)
-            if at is None:
-                continue
-            try:
-                attempt = self._answer(run, prompt, forced, thought, max_tokens=max_tokens, penalties=penalties[:1],
-                                       reply=at[0])
-            except GenerationTruncated:
-                continue
-            tried = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
-            taken = adds_option(calls, tried, name, key, whole.schemas.get(name) or {}, conversation)
-            added = next((args[key] for n, args in tried if n == name and key in args), None) if taken else None
-            made.append(Decision(DecisionPoint.OPTION, None, None, taken, len(calls), gen.text, f"{name}.{key}",
-                                 after=None if added is None else _json(added)))
-            if taken:
-                gen, calls = attempt, tried
-        return gen
-
-    def _held(self, run: _Decoding, prompt: Prompt, whole: ReplyFormat, gen: Generation, thought: str,
-              made: list[Decision], variant: Callable[..., ReplyFormat], grounds: Grounds, *, max_tokens: int,
-              penalties: Sequence[float]) -> Generation:
-        """A text answer to the user's request under tool_choice "auto": the turn decoded again as a
-        call, taken when the call is the request in its own words (``Grounds.holds``). Not after a
-        refused guess or unfit call (that text is the answer), nor once a tool has answered (a final
-        answer is text: ``Grounds.asked`` is empty), nor on a streamed turn."""
-        if run.live is not None or whole.tool_choice != "auto" or not whole.can_call or not grounds.asked or \
-                any(d.taken and d.point in (DecisionPoint.GUESS, DecisionPoint.FIT) for d in made) or \
-                whole.parse(gen.text).tool_calls:
-            return gen
-        asked = variant("required")
-        if asked.grammar is None:
-            return gen
-        try:
-            attempt = self._answer(run, prompt, asked, thought, max_tokens=max_tokens, penalties=penalties[:1])
-        except GenerationTruncated:
-            return gen
-        calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
-        taken = grounds.holds(calls)
-        made.append(Decision(DecisionPoint.HELD, None, None, taken, len(calls), gen.text,
-                             ", ".join(dict.fromkeys(name for name, _ in calls))))
-        return attempt if taken else gen
-
-    def _vote(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, whole: ReplyFormat, gen: Generation,
-              decisions: Decisions, made: list[Decision], messages: Sequence[Mapping[str, Any]], *,
-              max_tokens: int, refused: Callable[[list[tuple[str, dict[str, Any]]]], bool] | None = None
-              ) -> Generation:
-        """Self-consistency: ``gen`` and ``decisions.samples - 1`` replies drawn under ``fmt``'s
-        grammar vote on their calls (a set of call keys over their required arguments; "no call" is
-        one answer); the most common answer wins, ``gen`` (then the earliest) breaking ties. A
-        sample cut inside a call does not vote, nor one whose calls ``refused`` says the turn would
-        answer in text (``guess``, ``fit``): a draw never brings back a call the turn refused.
-        Drawing stops once no answer could catch the leading one with every draw left (greedy and
-        two draws that agree settle five): the same winner, fewer decodes. Not on a streamed turn:
-        a drawn text answer would stream as it is written."""
-        if decisions.samples <= 1 or run.live is not None:
-            return gen
-
-        def answer(parsed: list[ToolCall]) -> tuple[str, ...]:
-            # Compared as the turn would give them (a repeat, an argument ground leaves out), by
-            # their required arguments: the vote settles which calls, with which required values;
-            # the optional ones are the winning reply's (the first reply's when it is among the
-            # winners, with what option and ground gave it).
-            calls, _ = settle(parsed, whole.schemas, decisions, messages)
-            return tuple(sorted(call_key(c.name, _required_of(c.arguments, whole.schemas.get(c.name)))
-                                for c in calls))
-
-        replies, answers = [gen], [answer(whole.parse(gen.text).tool_calls)]
-        for i in range(decisions.samples - 1):
-            counts = [*sorted(Counter(answers).values(), reverse=True), 0]
-            if counts[0] > counts[1] + (decisions.samples - 1 - i):
-                break
-            drawn = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=list(fmt.stop),
-                                 repeat_penalty=1.0, sampling={"temperature": decisions.temperature,
-                                                               "top_p": decisions.top_p, "seed": i})
-            if drawn.finish_reason == "length" and fmt.cut_inside_call(drawn.text):
-                continue
-            parsed = whole.parse(drawn.text).tool_calls
-            if refused is not None and parsed and refused([(c.name, c.arguments) for c in parsed]):
-                continue
-            replies.append(drawn)
-            answers.append(answer(parsed))
-        votes = Counter(answers)
-        most = max(votes.values())
-        chosen = replies[next(i for i, a in enumerate(answers) if votes[a] == most)]
-        made.append(Decision(DecisionPoint.VOTE, most / len(replies), None, chosen is not gen, len(replies)))
-        return chosen
-
-    @staticmethod
-    def _call_share(source: NextTokens, prompt: Prompt, variant: Callable[..., ReplyFormat], decisions: Decisions,
-                    made: list[Decision]) -> float | None:
-        """The turn's call share: the one a decision of this turn read (call, guess, fit), else read."""
-        share = next((d.share for d in made if d.point in (DecisionPoint.CALL, DecisionPoint.GUESS, DecisionPoint.FIT)
-                      and d.share is not None), None)
-        if share is None:
-            share = decide(source, prompt, DecisionPoint.CALL, 0.0, variant("required").grammar,
-                           variant("none").grammar, decisions).share
-        return share
-
-    def _refusal(self, source: NextTokens, prompt: Prompt, variant: Callable[..., ReplyFormat], decisions: Decisions,
-                 grounds: Grounds, made: list[Decision]) -> Callable[[list[tuple[str, dict[str, Any]]]], bool]:
-        """Whether ``guess`` or ``fit`` would answer calls in text on this turn's call share
-        (``_stranger``'s rule), the share read once, when a call first needs it."""
-        share: list[float | None] = []
-
-        def refused(calls: list[tuple[str, dict[str, Any]]]) -> bool:
-            if not share:
-                share.append(self._call_share(source, prompt, variant, decisions, made))
-            return _stranger(decisions, grounds, calls, share[0], [], "") is not None
-
-        return refused
-
-    def _guess(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
-               thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions,
-               grounds: Grounds, *, max_tokens: int, penalties: Sequence[float],
-               reprompt: Callable[[str], Prompt] | None = None) -> Generation:
-        """Under tool_choice "auto", calls that are a guess (``guessed``: the conversation holds at
-        most half of their required values) made on a call share under ``decisions.guess``, or
-        calls only to tools the conversation never speaks of (``unfit``) made on a share under
-        ``decisions.fit``: the turn is answered in text instead. The share is the call decision's
-        when one was made."""
-        # Not on a streamed turn: the text decoded after a refusal would stream before it is read.
-        if run.live is not None or whole.tool_choice != "auto" or not whole.can_call:
-            return gen
-        calls = [(c.name, c.arguments) for c in whole.parse(gen.text).tool_calls]
-        if not calls:
-            return gen
-        guess = decisions.guess is not None and grounds.guessed(calls)
-        strangers = grounds.unfit(calls) if decisions.fit is not None else []
-        if not guess and not strangers:
-            return gen
-        share = self._call_share(source, prompt, variant, decisions, made)
-        guessing = unfitting = False
-        if guess:
-            assert decisions.guess is not None
-            threshold = grounds.threshold(decisions.guess, decisions)
-            guessing = share is not None and share < threshold
-            made.append(Decision(DecisionPoint.GUESS, share, threshold, guessing, len(calls), gen.text))
-        if strangers:
-            assert decisions.fit is not None
-            # A tool the user never spoke of, called on too little of the model's belief: no call at all.
-            threshold = grounds.threshold(decisions.fit, decisions)
-            unfitting = share is not None and share < threshold
-            made.append(Decision(DecisionPoint.FIT, share, threshold, unfitting, len(calls), gen.text,
-                                 ", ".join(strangers)))
-        if not guessing and not unfitting:
-            return gen
-        # Text that opens as JSON here is the call again, whatever its spelling; one that
-        # goes on to a call object's keys is stopped there rather than decoded to its end.
-        try:
-            answer = self._answer(run, prompt, variant("none").barring(_JSON_OPENINGS), thought,
-                                  max_tokens=max_tokens, penalties=penalties[:1], tells=_CALL_TELLS)
-        except GenerationTruncated:
-            return gen
-        if answer.stop not in _CALL_TELLS and first_disguise(answer.text, whole.tool_names) is None:
-            return answer
-        # A model that has settled on a call is told why it may not make it (the tools do not do
-        # what was asked, or the values are not given) and writes its answer again, in its own
-        # words and the user's language. Still a call: the calls stand, as greedy wrote them.
-        missing = [] if unfitting else grounds.unheld(calls)
-        what = ", ".join(f"{name}.{key}" for name, key in missing) or ", ".join(strangers)
-        told = None
-        if reprompt is not None and not thought:
-            try:
-                told = self._answer(run, reprompt(asking(missing) if missing else refusing(strangers)),
-                                    variant("none").barring(_JSON_OPENINGS), "", max_tokens=max_tokens,
-                                    penalties=penalties[:1], tells=_CALL_TELLS)
-            except GenerationTruncated:
-                told = None
-        if told is not None and told.stop not in _CALL_TELLS and first_disguise(told.text, whole.tool_names) is None:
-            made.append(Decision(DecisionPoint.ASK, None, None, True, len(missing or strangers), answer.text, what,
-                                 before=json.dumps(answer.text, ensure_ascii=False),
-                                 after=json.dumps(told.text, ensure_ascii=False)))
-            return told
-        made.append(Decision(DecisionPoint.ASK, None, None, False, len(missing or strangers), answer.text, what))
-        return gen
-
-    def _form(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, fmt: ReplyFormat,
-              gen: Generation, thought: str, made: list[Decision], forms: tuple[ReplyFormat, ReplyFormat],
-              decisions: Decisions, *, max_tokens: int, penalties: Sequence[float]
-              ) -> tuple[Generation, tuple[str, ...] | None]:
-        """Calls as the family's parallel form (one list) or as single calls: decided where the
-        reply's calls open, on the list's share against ``decisions.form``, and decoded (again) in
-        the form chosen when it is not the one written. ``gen`` may have stopped where it parted
-        into a single call (``Generation.parted``): it is then gone on from under ``fmt`` when the
-        single form stands. ``forms``: the reply's formats as one list and as single calls. Returns
-        the whole reply and the forms it is in (``None``: no calls, or undecided)."""
-        fam = self.family
-        singles = fam.call_forms
-        lists, single = forms
-
-        def whole_(reply: Generation) -> Generation:
-            return self._answer(run, prompt, fmt, thought, max_tokens=max_tokens, penalties=penalties,
-                                reply=reply.tokens) if reply.parted else reply
-
-        if run.streamed or lists.grammar is None or single.grammar is None or decisions.form is None or \
-                (not gen.parted and not whole.parse(gen.text).tool_calls):
-            return whole_(gen), None
-        written = fam.parallel_forms if not gen.parted and matches(lists.grammar, gen.text) else singles
-        at = fork(source, gen.tokens, gen.text, single.grammar if written is fam.parallel_forms else lists.grammar)
-        if at is None:
-            return whole_(gen), written
-        made.append(decide(source, prompt, DecisionPoint.FORM, decisions.form, lists.grammar, single.grammar,
-                           decisions, reply=at[0], text=at[1], whole=gen.text))
-        chosen = fam.parallel_forms if made[-1].taken else singles
-        if chosen == written:
-            return whole_(gen), written
-        try:
-            again = self._answer(run, prompt, lists if made[-1].taken else single, thought, max_tokens=max_tokens,
-                                 penalties=penalties[:1], reply=at[0])
-        except GenerationTruncated:
-            return whole_(gen), written
-        return (again, chosen) if whole.parse(again.text).tool_calls else (whole_(gen), written)
-
-    def _more_calls(self, run: _Decoding, source: NextTokens, prompt: Prompt, whole: ReplyFormat, gen: Generation,
-                    thought: str, made: list[Decision], variant: Callable[..., ReplyFormat], decisions: Decisions, *,
-                    max_tokens: int, penalties: Sequence[float], parallel: bool,
-                    judge: Callable[[list[tuple[str, dict[str, Any]]], float | None, list[tuple[str, dict[str, Any]]],
-                                     str], Decision | None]
-                    | None, cover: Callable[[list[tuple[str, dict[str, Any]]]], list[str]] | None = None
-                    ) -> Generation:
-        """After a reply with calls: another call while the model's share for one reaches
-        ``decisions.more`` (the turn decoded again with one more call required; a continuation
-        that repeats one of its calls or runs out of tokens is not taken, nor one whose new calls
-        ``judge`` refuses on that share: a guess, or a tool nobody spoke of). Under the share,
-        ``cover`` names the values the user listed that no call used yet: another call is written
-        for them, kept only when it uses one."""
-        if decisions.more is None or not parallel or not self.family.parallel or not whole.can_call:
-            return gen
-        most = min(decisions.max_calls, MAX_PARALLEL_CALLS)
-        calls = whole.parse(gen.text).tool_calls
-        while gen.finish_reason == "stop" and not run.streamed:
-            n = len(calls)
-            if not 1 <= n < most:
-                break
-            exact, more = variant("required", (n, n)), variant("required", (n + 1, most))
-            if exact.grammar is None or more.grammar is None or not matches(exact.grammar, gen.text):
-                break  # text before the calls, or more than the grammar's count: not this decision
-            at = fork(source, gen.tokens, gen.text, more.grammar)
-            if at is None:
-                break
-            made.append(decide(source, prompt, DecisionPoint.MORE, decisions.more, more.grammar, exact.grammar,
-                               decisions, reply=at[0], text=at[1], calls=n, whole=gen.text))
-            left = [] if made[-1].taken or cover is None else cover([(c.name, c.arguments) for c in calls])
-            if not made[-1].taken and not left:
-                break
-            longer = None
-            # Greedy, the next call is often the last one again: the repeat penalties (on the
-            # reply's own tokens) push it off the values it already wrote.
-            for penalty in penalties:
-                try:
-                    attempt = self._answer(run, prompt, more, thought, max_tokens=max_tokens, penalties=[penalty],
-                                           reply=at[0])
-                except GenerationTruncated:
-                    break
-                tried = whole.parse(attempt.text).tool_calls
-                keys = [call_key(c.name, c.arguments) for c in tried]
-                if len(keys) > n and len(set(keys)) == len(keys):
-                    longer = attempt
-                    break
-            if longer is None:
-                break  # the model had no new call to make: the reply it had stands
-            added = [(c.name, c.arguments) for c in tried[n:]]
-            share = made[-1].share
-            if left:
-                made.append(Decision(DecisionPoint.COVER, share, None, covers(added, left), n, gen.text, ", ".join(left)))
-                if not made[-1].taken:
-                    break  # the call written was not for what the user listed
-            refused = None if judge is None else judge(added, share, [(c.name, c.arguments) for c in calls], gen.text)
-            if refused is not None:
-                made.append(refused)
-                break
-            gen, calls = longer, tried  # read once: the next decision counts these calls
-        return gen
-
-    def _answer(self, run: _Decoding, prompt: Prompt, fmt: ReplyFormat, thought: str, *, max_tokens: int,
-                penalties: Sequence[float], reply: Sequence[int] = (), tells: Sequence[str] = (),
-                parting: Parting | None = None) -> Generation:
-        """The answer under the grammar (going on from ``reply``, an earlier reply's tokens up to a
-        decision, where the backend can); when ``max_tokens`` cuts a call, again with each repeat
-        penalty in turn (a cut call is almost always a loop), unless a client was sent part of it.
-        ``tells``: more stop strings, which the caller reads in ``Generation.stop``. ``parting``: the
-        answer may stop where it parts (``Generation.parted``), to be gone on from."""
-        for penalty in penalties:
-            if run.live is not None:
-                run.live.restart(thought)
-            gen = run.generate(prompt, grammar=fmt.grammar, max_tokens=max_tokens, stop=[*fmt.stop, *tells],
-                               repeat_penalty=penalty, reply=reply, parting=parting)
-            # Under the grammar a stop string that ended a call (an engine applies them where it
-            # will) cut it, as max_tokens does; a tell is the caller's to read. Free output cut so
-            # holds an unclosed call, which its parser refuses.
-            stopped = gen.stop is not None and gen.stop not in tells and fmt.answer_grammar is not None
-            cut = (gen.finish_reason == "length" or stopped) and fmt.cut_inside_call(gen.text)
-            if not cut or run.streamed:
-                break
-        if cut:
-            raise GenerationTruncated(max_tokens, gen.text, gen.stop if gen.finish_reason != "length" else None)
-        return gen
+                            decisions=decisions if constrained else None, made=turn.made, messages=messages)
 
     def stream(self, messages: list[dict[str, Any]], tools: Sequence[Tool | dict[str, Any]] = (),
                **options: Any) -> Generator[StreamEvent, None, None]:
