@@ -49,12 +49,19 @@ def _say_backend_notes() -> None:
     """What a backend decides on its own while it runs (a context grown for a long prompt) goes
     to stderr, once per command: a user sees why memory grew."""
     log = logging.getLogger("localtools.backends")
-    if not any(getattr(h, "_localtools_cli", False) for h in log.handlers):
-        handler = logging.StreamHandler(sys.stderr)
+    if not any(isinstance(h, _Stderr) for h in log.handlers):
+        handler = _Stderr()
         handler.setFormatter(logging.Formatter("localtools: %(message)s"))
-        handler._localtools_cli = True  # type: ignore[attr-defined]
         log.addHandler(handler)
     log.setLevel(logging.INFO)
+
+
+class _Stderr(logging.StreamHandler):
+    """Writes to ``sys.stderr`` as it is when a record comes (a caller may have replaced it since)."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
 
 
 def main(argv: list[str] | None = None) -> int:
