@@ -73,17 +73,17 @@ def read(key: str) -> str:
 
 
 @pytest.mark.parametrize("key", ["x", "注文-778", "A B"])
-def test_a_result_asked_again_comes_back_as_it_came_and_a_note_beside_it_says_so(key: str) -> None:
-    # A note written into the result is what a small model copies as its answer: the result comes
-    # back as it is, the trace says it was a repeat, and the next turn must answer.
+def test_a_result_asked_again_comes_back_with_a_note_that_it_is_the_same(key: str) -> None:
+    # The result comes back with a note that it is a repeat, the trace says so, and the next turn
+    # must answer.
     RUNS.clear()
     backend = ScriptedBackend([tc("read", key=key), tc("read", key=key), "It is 42."])
     result = Agent(Model(backend, family="qwen2.5"), [read], max_steps=8).run(f"Read {key}.")
     assert RUNS == {"read": 1}
     first, again = result.messages[2]["content"], result.messages[4]["content"]
-    assert again == first == f"the value of {key} is 42"
-    # Told beside the result, as the user, that it already had it.
-    assert result.messages[5]["role"] == "user" and "already had that result" in result.messages[5]["content"]
+    assert first == f"the value of {key} is 42"
+    # The same result again, told that it is the one it had.
+    assert again.startswith(first) and "already made" in again
     assert result.trace[1].calls[0].outcome is CallOutcome.REPEATED
     assert result.trace[2].tool_choice == "none"
     assert result.answer == "It is 42."

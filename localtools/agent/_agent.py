@@ -53,9 +53,6 @@ __all__ = ["Agent", "AgentEvent", "CallOutcome", "CallTrace", "Observer", "RunDo
 
 Approver = Callable[[ToolCall, Tool], bool | Awaitable[bool]]
 _log = logging.getLogger("localtools")
-#: What the model is told after it asked again for a result it has (its next turn must answer).
-_REPEATED_NOTE = ("You already had that result: it is above, and asking again gives the same. "
-                  "Answer my question from it now.")
 #: Told to the model with ``Agent(cite=True)``.
 CITE_HINT = ("Each tool result begins with its id in brackets, like [r1]. When your answer uses a result, "
              "cite its id in brackets.")
@@ -327,10 +324,6 @@ class Agent:
             yield ToolResult(done)
         if (stalled := self._alternating(st, state)) is not None:
             messages.append({"role": "user", "content": stalled})
-        elif any(c.outcome is CallOutcome.REPEATED and c.result.strip() not in _EMPTY for c in st.calls):
-            # Said beside the results, not inside one: a small model copies a note written into a
-            # result as its answer, and without any note it writes the call again as text.
-            messages.append({"role": "user", "content": _REPEATED_NOTE})
         self._notify(st)
         yield StepDone(st)
         self._count_mistakes(st, state, messages, messages[added:])
@@ -501,9 +494,12 @@ class Agent:
                 state.remember(call, executed[key])
             elif key in state.done_calls:
                 earlier = state.done_calls[key]
-                # The result as it came: a note beside it says it was a repeat (``_REPEATED_NOTE``),
-                # and the next turn must be the answer (``_choice``).
-                note = (earlier if earlier.strip() not in _EMPTY else
+                # Measured on the seeds' scenarios in four languages (Qwen 0.5B): with this note in
+                # the result the forced answer holds the facts in 18 of 20; with the bare result (15)
+                # or a user note beside it (13) the model writes the call again as text. Once (the
+                # Japanese order scenario) it copies the note as its answer.
+                note = (f"{earlier}\n(This call was already made; this is its result. Use it to answer.)"
+                        if earlier.strip() not in _EMPTY else
                         f"{earlier}\n(This call was already made and returned nothing; it will return nothing again. "
                         "Answer with what you have, or call with other arguments.)")
                 traces.append(CallTrace(call.id, call.name, call.arguments, note, CallOutcome.REPEATED.value,
