@@ -102,3 +102,33 @@ def test_a_run_cut_by_the_step_limit_fails_the_case(cases: dict[str, list[Any]])
     model = Model(ScriptedBackend([tc("ls"), tc("pwd"), tc("ls", a=True)]), family="qwen2.5")
     result = run_multi_turn_case(model, case, MultiTurnMode("scripted", True, None), max_steps=2)
     assert not result.correct and "MaxStepsExceeded" in result.error and result.turns_passed == 0
+
+
+@pytest.mark.model
+def test_a_short_case_runs_end_to_end_on_real_weights_and_the_checker_scores_what_ran(cases: dict[str, list[Any]]) -> None:
+    """Whatever the weights write: every turn is asked, the calls scored are calls to the case's
+    functions that ran, and the verdict is BFCL's checker's on them."""
+    from conftest import load_once
+
+    model = load_once("qwen2.5-coder-0.5b")
+    case = min(cases["multi_turn_base"], key=lambda c: (len(c.turns), len(c.functions)))
+    result = run_multi_turn_case(model, case, MultiTurnMode("greedy", True, None), max_steps=3, max_tokens=128)
+    offered = {f["name"] for f in case.functions}
+    assert result.steps >= 1 and result.prompt_tokens > 0
+    assert all(_parsed(call)[0] in offered for turn in result.decoded for step in turn for call in step)
+    if not result.error.startswith("turn "):  # not cut short by the step limit
+        assert len(result.decoded) == len(case.turns)
+        assert (result.correct, result.turns_passed) == score(case, result.decoded, "again")[:2]
+
+
+@pytest.mark.parametrize("argv, wanted", [
+    (["--category", "multi_turn_base", "--category", "simple_python"], "only the multi-turn categories"),
+    (["--category", "multi_turn_base", "--scenarios"], "drop --peer"),
+    (["--category", "simple_python", "--max-steps", "3"], "--max-steps applies to the multi-turn categories"),
+])
+def test_the_bench_refuses_what_a_multi_turn_run_cannot_mix(argv: list[str], wanted: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli._main import main
+
+    assert main(["bench", "--bfcl", *argv]) == 2
+    assert wanted in capsys.readouterr().err
