@@ -52,8 +52,11 @@ def test_a_prompt_longer_than_the_first_context_grows_it_and_is_answered(caplog:
     from localtools import load
 
     caplog.set_level("INFO", logger="localtools.backends")
+    from localtools.backends.llama_cpp import LlamaCppBackend
+
     model = load("smollm2-135m")  # a model of its own: its context changes
     backend = model.backend
+    assert isinstance(backend, LlamaCppBackend)
     assert backend.capabilities.n_ctx == min(START_CONTEXT, 8192) and backend.capabilities.max_ctx == 8192
     question = "Summarize:" + _long(4400)
     result = model.chat([{"role": "user", "content": question}], max_tokens=5)

@@ -260,7 +260,7 @@ def test_option_asks_for_an_argument_the_user_names() -> None:
 @pytest.mark.parametrize("distribution", [True, False])
 def test_vote_draws_and_takes_the_calls_most_replies_agree_on(distribution: bool) -> None:
     """The vote needs no distribution: it acts on every backend."""
-    choices = {} if distribution else None
+    choices: dict[str, Any] | None = {} if distribution else None
     backend = ScriptedBackend([PARIS, LONDON, LONDON], choices=choices)
     result = Model(backend, family="qwen2.5").chat(ASK, [get_weather], decisions=Decisions(samples=3))
     assert points(result) == [DecisionPoint.VOTE] and result.tool_calls[0].arguments == {"city": "London"}
