@@ -11,21 +11,10 @@ from typing import Any
 
 import pytest
 from conftest import tc
+from test_decisions import key_signature, pay  # the tools the real-weights test asks with
 
-from localtools import DecisionPoint, Decisions, Model, ScriptedBackend, tool
+from localtools import DecisionPoint, Decisions, Model, ScriptedBackend
 from localtools.backends._base import Capabilities, Generation
-
-
-@tool
-def pay(payee: str, amount: int) -> str:
-    """Pay an amount to a payee."""
-    return payee
-
-
-@tool
-def key_signature(key: str) -> str:
-    """The key signature of a musical key."""
-    return key
 
 
 class Biased(ScriptedBackend):

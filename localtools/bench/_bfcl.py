@@ -11,6 +11,7 @@ import json
 import random
 import tempfile
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,7 +20,8 @@ from .._errors import DataError
 from ..families._prompt import with_system as _with_system
 from ..host._catalog import _download, cache_dir
 
-__all__ = ["CATEGORIES", "Case", "bfcl_data_dir", "conversation", "load_cases", "sample", "to_json_schema", "to_tool_spec"]
+__all__ = ["CATEGORIES", "Case", "bfcl_data_dir", "conversation", "load_cases", "sample", "to_json_schema", "to_tool_spec",
+           "unpack_bfcl_eval"]
 
 #: Categories the bench knows; ``irrelevance``'s right answer is no call.
 CATEGORIES = ("simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance")
@@ -202,12 +204,17 @@ def bfcl_data_dir(*, download: bool = True) -> Path:
         return data
     if not download:
         raise DataError("BFCL data is not downloaded yet (run once with download on)")
+    unpack_bfcl_eval(target, lambda m: m.startswith("bfcl_eval/data/") and m.endswith(".json"))
+    return data
+
+
+def unpack_bfcl_eval(target: Path, keep: Callable[[str], bool]) -> None:
+    """The ``bfcl-eval`` wheel's files ``keep`` names, fetched without its dependencies and
+    unpacked under ``target``."""
     with tempfile.TemporaryDirectory() as tmp:
         _download(["bfcl-eval"], Path(tmp))
         wheels = list(Path(tmp).glob("bfcl_eval-*.whl"))
         if not wheels:
             raise DataError("pip did not produce a bfcl-eval wheel")
         with zipfile.ZipFile(wheels[0]) as wheel:
-            members = [m for m in wheel.namelist() if m.startswith("bfcl_eval/data/") and m.endswith(".json")]
-            wheel.extractall(target, members)
-    return data
+            wheel.extractall(target, [m for m in wheel.namelist() if keep(m)])

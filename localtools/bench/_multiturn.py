@@ -14,9 +14,7 @@ import copy
 import importlib
 import json
 import sys
-import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,11 +23,11 @@ from typing import Any
 from .._errors import AgentError, DataError, LocalToolsError
 from ..agent._agent import Agent
 from ..agent._trace import CallOutcome
-from ..host._catalog import _download, cache_dir
+from ..host._catalog import cache_dir
 from ..model._decide import Decisions
 from ..model._model import Model
 from ..tools._tools import Tool
-from ._bfcl import _lines, bfcl_data_dir, sample, to_tool_spec
+from ._bfcl import _lines, bfcl_data_dir, sample, to_tool_spec, unpack_bfcl_eval
 
 __all__ = ["MULTI_TURN_CATEGORIES", "MultiTurnCase", "MultiTurnMode", "MultiTurnResult", "bfcl_eval_root", "load_multi_turn",
            "run_multi_turn_case", "score"]
@@ -53,15 +51,7 @@ def bfcl_eval_root(*, download: bool = True) -> Path:
     if not checker.is_file():
         if not download:
             raise DataError("BFCL's multi-turn checker is not downloaded yet (run once with download on)")
-        with tempfile.TemporaryDirectory() as tmp:
-            _download(["bfcl-eval"], Path(tmp))
-            wheels = list(Path(tmp).glob("bfcl_eval-*.whl"))
-            if not wheels:
-                raise DataError("pip did not produce a bfcl-eval wheel")
-            with zipfile.ZipFile(wheels[0]) as wheel:
-                members = [m for m in wheel.namelist() if any(m == p or (p.endswith("/") and m.startswith(p))
-                                                              for p in _MEMBERS)]
-                wheel.extractall(target, members)
+        unpack_bfcl_eval(target, lambda m: any(m == p or (p.endswith("/") and m.startswith(p)) for p in _MEMBERS))
         if not checker.is_file():
             raise DataError(f"the bfcl-eval wheel has no {checker.relative_to(target)}")
     if str(target) not in sys.path:

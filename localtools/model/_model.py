@@ -737,7 +737,7 @@ class Model:
         # What the turn hands out: a reply cut inside a call is never read as text.
         parsed = fmt.parse(raw, strict=True)
         parsed_content = parsed.content
-        made = [*made, *self._bias_records(raw, fmt, gen, run)]
+        made = [*made, *self._bias_records(raw, parsed.tool_calls, fmt, gen, run)]
         calls, settled = settle(parsed.tool_calls, fmt.schemas, decisions, messages)
         made = [*made, *settled]
         finish = "tool_calls" if calls else gen.finish_reason
@@ -768,9 +768,11 @@ class Model:
         return result if run.live is None else run.live.finish(result)
 
     @staticmethod
-    def _bias_records(raw: str, fmt: ReplyFormat, gen: Generation, run: _Decoding) -> list[Decision]:
+    def _bias_records(raw: str, calls: Sequence[ToolCall], fmt: ReplyFormat, gen: Generation,
+                      run: _Decoding) -> list[Decision]:
         """The word, number and copy bonuses' changes to the reply, each with its value before
-        (the reply decoded again without them, only where they changed a pick) and after."""
+        (the reply decoded again without them, only where they changed a pick) and after (``calls``:
+        the reply ``raw``'s, parsed)."""
         bias = run.bias
         if bias is None or not gen.biased:
             return []
@@ -778,7 +780,7 @@ class Model:
         if plain is None:
             return []
         thought = raw[: len(raw) - len(gen.text)]
-        after = [(c.name, c.arguments) for c in fmt.parse(raw, strict=True).tool_calls]
+        after = [(c.name, c.arguments) for c in calls]
         try:
             before: list[tuple[str, Mapping[str, Any]]] | None = \
                 [(c.name, c.arguments) for c in fmt.parse(thought + plain.text, strict=True).tool_calls]
