@@ -14,6 +14,7 @@ from localtools import Model, ScriptedBackend
 from localtools.bench._multiturn import (
     MULTI_TURN_CATEGORIES,
     MultiTurnMode,
+    bfcl_instruction,
     call_text,
     instances,
     load_multi_turn,
@@ -95,6 +96,19 @@ def test_a_model_that_makes_the_ground_truths_calls_passes_through_the_agent(cas
     assert result.error == "" and result.correct and result.turns_passed == len(case.turns), (result.error, result.decoded)
     assert result.decoded == [[[call_text(*_parsed(s))] for s in calls] for calls in case.ground_truth]
     assert result.calls == sum(len(t) for t in case.ground_truth)
+
+
+def test_the_system_message_is_what_bfcl_tells_prompting_models_and_every_turn_sees_it(cases: dict[str, list[Any]]) -> None:
+    instruction = bfcl_instruction()
+    assert "Continue to output functions to call" in instruction
+    case = cases["multi_turn_base"][0]
+    backend = ScriptedBackend(["Done."] * len(case.turns))
+    run_multi_turn_case(Model(backend, family="qwen2.5"), case, MultiTurnMode("scripted", True, None), system=instruction)
+    assert len(backend.prompts) == len(case.turns)
+    assert all(p.text.count(instruction) == 1 for p in backend.prompts)
+    backend = ScriptedBackend(["Done."] * len(case.turns))
+    run_multi_turn_case(Model(backend, family="qwen2.5"), case, MultiTurnMode("scripted", True, None))
+    assert not any(instruction in p.text for p in backend.prompts)
 
 
 def test_a_run_cut_by_the_step_limit_fails_the_case(cases: dict[str, list[Any]]) -> None:

@@ -172,12 +172,12 @@ def points(result: Any) -> list[DecisionPoint]:
 
 
 def test_every_redecoding_policy_states_its_switches_what_it_reads_and_changes() -> None:
-    assert [p.switch for p in REDECODING] == [("call",), ("form",), ("guess", "fit"), ("held",), ("more",),
+    assert [p.switch for p in REDECODING] == [("call",), ("form",), ("guess", "fit"), ("held",), ("echo",), ("more",),
                                               ("option",), ("samples",)]
     assert all(hasattr(Decisions(), n) for p in REDECODING for n in p.switch)
     assert all(p.reads and p.changes for p in REDECODING)
-    # Only the vote acts where the backend gives no distribution.
-    assert [p.switch for p in REDECODING if not p.distribution] == [("samples",)]
+    # Only the echo and the vote act where the backend gives no distribution.
+    assert [p.switch for p in REDECODING if not p.distribution] == [("echo",), ("samples",)]
 
 
 def test_the_docs_state_both_orders_as_the_code_does() -> None:
@@ -235,6 +235,55 @@ def test_held_makes_a_text_answer_the_call_asked_for() -> None:
     assert points(result) == [DecisionPoint.HELD] and result.tool_calls[0].arguments == {"discovery": "neutron"}
     result, backend = turn([answer], OFF, ask=ask, tools=(get_discoverer,))
     assert points(result) == [] and result.content == answer and len(backend.grammars) == 1
+
+
+# A request in three scripts, and answers that write one of them back (whole, cut short, with
+# their case or spacing changed) or not.
+REQUESTS = ["Go into the document folder and create a file called TeamNotes.txt please",
+            "请在文档文件夹里创建一个名为笔记的文件",
+            "Por favor crea en la carpeta de documentos un archivo llamado notas.txt"]
+
+
+def echoes_of(request: str) -> list[str]:
+    cut = request[: max(len(request) * 2 // 3, 20)]
+    return [request, cut, cut.upper(), " ".join(request.split()) + " " + request[:10], request.replace(" ", "  ")]
+
+
+@pytest.mark.parametrize("request_", REQUESTS)
+def test_echo_makes_a_written_back_request_a_call(request_: str) -> None:
+    ask = [{"role": "user", "content": request_}]
+    call = tc("get_weather", city="Paris")
+    for echo in echoes_of(request_):
+        result, _ = turn([echo, call], Decisions(echo=True), ask=ask)
+        assert points(result) == [DecisionPoint.ECHO], echo
+        made = result.decisions[0]
+        assert made.taken and json.loads(made.before or "") == echo and result.tool_calls[0].name == "get_weather"
+        assert made.argument == request_
+        result, backend = turn([echo], OFF, ask=ask)
+        assert points(result) == [] and result.content == echo.strip() and len(backend.grammars) == 1
+
+
+def test_echo_reads_every_user_message_and_leaves_answers_alone() -> None:
+    earlier = [{"role": "user", "content": REQUESTS[0]}, {"role": "assistant", "content": "Done."},
+               {"role": "user", "content": "And what about the weather in Paris?"}]
+    call = tc("get_weather", city="Paris")
+    # The first request written back while the second is asked is an echo too.
+    result, _ = turn([REQUESTS[0], call], Decisions(echo=True), ask=earlier)
+    assert points(result) == [DecisionPoint.ECHO] and result.tool_calls
+    # Answers that use the request's words without opening with them stand, with no decode more.
+    for answer in ["I created the file called TeamNotes.txt in the document folder.",
+                   "已经在文档文件夹里创建了名为笔记的文件。", "Paris", "Go into the document folder? Sure."]:
+        result, backend = turn([answer], Decisions(echo=True), ask=earlier)
+        assert points(result) == [] and result.content == answer and len(backend.grammars) == 1, answer
+
+
+def test_echo_keeps_the_text_where_guess_refuses_the_call() -> None:
+    ask = [{"role": "user", "content": REQUESTS[0]}]
+    guess = tc("get_weather", city="Tokyo")  # nobody said Tokyo
+    choices = {"": {"<tool_call>": 0.01, "Go": 0.99}}
+    result, _ = turn([REQUESTS[0], guess], Decisions(echo=True, guess=0.5), ask=ask, choices=choices)
+    assert [d.point for d in result.decisions][-2:] == [DecisionPoint.ECHO, DecisionPoint.GUESS]
+    assert not result.decisions[-2].taken and result.content == REQUESTS[0] and not result.tool_calls
 
 
 def test_more_writes_another_call_on_its_share() -> None:

@@ -29,8 +29,8 @@ from ..model._model import Model
 from ..tools._tools import Tool
 from ._bfcl import _lines, bfcl_data_dir, sample, to_tool_spec, unpack_bfcl_eval
 
-__all__ = ["MULTI_TURN_CATEGORIES", "MultiTurnCase", "MultiTurnMode", "MultiTurnResult", "bfcl_eval_root", "load_multi_turn",
-           "run_multi_turn_case", "score"]
+__all__ = ["MULTI_TURN_CATEGORIES", "MultiTurnCase", "MultiTurnMode", "MultiTurnResult", "bfcl_eval_root", "bfcl_instruction",
+           "load_multi_turn", "run_multi_turn_case", "score"]
 
 #: BFCL v4's multi-turn categories.
 MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param", "multi_turn_long_context")
@@ -38,9 +38,11 @@ MULTI_TURN_CATEGORIES = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_
 ADDED_FUNCTIONS = "I have updated some more functions you can choose from. What about now?"
 #: The wheel's files the checker and the APIs need (no dependency of the wheel is installed).
 _MEMBERS = ("bfcl_eval/__init__.py", "bfcl_eval/constants/__init__.py", "bfcl_eval/constants/executable_backend_config.py",
+            "bfcl_eval/constants/default_prompts.py",
             "bfcl_eval/eval_checker/__init__.py", "bfcl_eval/eval_checker/multi_turn_eval/")
 _CHECKER = "bfcl_eval.eval_checker.multi_turn_eval.multi_turn_checker"
 _CONFIG = "bfcl_eval.constants.executable_backend_config"
+_PROMPTS = "bfcl_eval.constants.default_prompts"
 
 
 def bfcl_eval_root(*, download: bool = True) -> Path:
@@ -48,12 +50,14 @@ def bfcl_eval_root(*, download: bool = True) -> Path:
     ``bfcl-eval`` wheel under the cache, and importable (it is put on ``sys.path``)."""
     target = cache_dir().parent / "bfcl"
     checker = target / "bfcl_eval" / "eval_checker" / "multi_turn_eval" / "multi_turn_checker.py"
-    if not checker.is_file():
+    prompts = target / "bfcl_eval" / "constants" / "default_prompts.py"
+    if not checker.is_file() or not prompts.is_file():
         if not download:
             raise DataError("BFCL's multi-turn checker is not downloaded yet (run once with download on)")
         unpack_bfcl_eval(target, lambda m: any(m == p or (p.endswith("/") and m.startswith(p)) for p in _MEMBERS))
-        if not checker.is_file():
-            raise DataError(f"the bfcl-eval wheel has no {checker.relative_to(target)}")
+        for needed in (checker, prompts):
+            if not needed.is_file():
+                raise DataError(f"the bfcl-eval wheel has no {needed.relative_to(target)}")
     if str(target) not in sys.path:
         sys.path.append(str(target))
     return target
@@ -93,6 +97,13 @@ def load_multi_turn(category: str, data: Path | None = None) -> list[MultiTurnCa
         cases.append(MultiTurnCase(row["id"], category, row["question"], functions, added, row.get("initial_config") or {},
                                    row["involved_classes"], answers[row["id"]], row))
     return cases
+
+
+def bfcl_instruction() -> str:
+    """What BFCL's system prompt tells every prompting model of a multi-turn case (its classic
+    style's ``multiturn_behavior``): go on calling until the request is done."""
+    bfcl_eval_root()
+    return str(importlib.import_module(_PROMPTS).PROMPT_STYLE_TEMPLATES["classic"]["multiturn_behavior"])
 
 
 def _as_bfcl(value: Any) -> str:
@@ -168,6 +179,8 @@ class MultiTurnResult:
     error: str = ""
     #: The calls the agent ran, turn by turn and step by step (what the checker scored).
     decoded: list[list[list[str]]] = field(default_factory=list)
+    #: The conversation as the agent left it (tool results included).
+    messages: list[dict[str, Any]] = field(default_factory=list)
 
 
 def score(case: MultiTurnCase, decoded: list[list[list[str]]], label: str) -> tuple[bool, int, str]:
@@ -189,8 +202,9 @@ def score(case: MultiTurnCase, decoded: list[list[list[str]]], label: str) -> tu
 
 
 def run_multi_turn_case(model: Model, case: MultiTurnCase, mode: MultiTurnMode, *, max_steps: int = 10,
-                        max_tokens: int = 256) -> MultiTurnResult:
-    """One case through ``Agent``, turn by turn, scored by BFCL's checker."""
+                        max_tokens: int = 256, system: str | None = None) -> MultiTurnResult:
+    """One case through ``Agent``, turn by turn, scored by BFCL's checker. ``system``: the agent's
+    system message (``None``: none; ``bfcl_instruction()`` is what BFCL tells prompting models)."""
     apis = instances(case)
     functions = list(case.functions)
     messages: list[dict[str, Any]] = []
@@ -205,8 +219,8 @@ def run_multi_turn_case(model: Model, case: MultiTurnCase, mode: MultiTurnMode, 
                 functions += case.added[index]
                 turn = turn or [{"role": "user", "content": ADDED_FUNCTIONS}]
             messages += [dict(m) for m in turn]
-            agent = Agent(model, tools_for(functions, apis), max_steps=max_steps, constrained=mode.constrained,
-                          max_tokens=max_tokens)
+            agent = Agent(model, tools_for(functions, apis), system=system or None, max_steps=max_steps,
+                          constrained=mode.constrained, max_tokens=max_tokens)
             try:
                 run = agent.run(messages)
             except (AgentError, LocalToolsError) as exc:  # the step limit, a model that kept failing
@@ -214,6 +228,7 @@ def run_multi_turn_case(model: Model, case: MultiTurnCase, mode: MultiTurnMode, 
                 trace = getattr(exc, "trace", None) or []
                 decoded.append(_ran(trace))
                 _count(result, trace)
+                messages = list(getattr(exc, "messages", None) or messages)
                 break
             decoded.append(_ran(run.trace))
             _count(result, run.trace)
@@ -222,6 +237,7 @@ def run_multi_turn_case(model: Model, case: MultiTurnCase, mode: MultiTurnMode, 
         model.decisions = saved
     result.seconds = time.perf_counter() - started
     result.decoded = decoded
+    result.messages = messages
     correct, passed, reason = score(case, decoded, mode.label.replace(" ", "_"))
     result.correct, result.turns_passed = correct and not result.error, passed
     result.error = result.error or reason

@@ -51,7 +51,9 @@ def add_parser(sub: Any) -> None:
                        "(default: the first in its /models)")
     bench.add_argument("--peers-only", action="store_true", help="run only the peers, not localtools' own modes")
     bench.add_argument("--system", metavar="TEXT", help="a system message for every case and every mode (BFCL's "
-                       "questions have none; llama-cpp-python's handler lists the tools only inside one)")
+                       "questions have none; llama-cpp-python's handler lists the tools only inside one); on the "
+                       "multi-turn categories the default is what BFCL's system prompt tells prompting models of a "
+                       "multi-turn case (go on calling until the request is done), and --system '' sends none")
     bench.add_argument("--scenarios", action="store_true", help="also run the multi-turn scenarios (a question, tools "
                        "incl. unrelated ones, the results): per auto mode, how often the answer holds the facts and "
                        "the needed tool was called once")
@@ -202,7 +204,7 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from ..bench._multiturn import MULTI_TURN_CATEGORIES, MultiTurnMode, pick_cases, run_multi_turn_case
+    from ..bench._multiturn import MULTI_TURN_CATEGORIES, MultiTurnMode, bfcl_instruction, pick_cases, run_multi_turn_case
     from ..model._load import resolve_decisions
 
     categories = list(dict.fromkeys(args.category))
@@ -226,11 +228,13 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
                 modes.append((model, MultiTurnMode(f"{name} {backend} constrained {setting}", True, decisions)))
     cases = [c for category in categories for c in pick_cases(category, args.sample, args.seed)]
     max_steps = args.max_steps or 10
+    system = bfcl_instruction() if args.system is None else args.system
     results = []
     with _common.steps("bench", len(cases) * len(modes)) as step:
         for case in cases:  # case by case, every mode: a run cut short still compares the modes on the same cases
             for model, mode in modes:
-                result = run_multi_turn_case(model, case, mode, max_steps=max_steps, max_tokens=args.max_tokens)
+                result = run_multi_turn_case(model, case, mode, max_steps=max_steps, max_tokens=args.max_tokens,
+                                             system=system)
                 results.append(result)
                 step(f"{mode.label} {case.id}: {result.turns_passed}/{result.turns} turns")
     rows = []
@@ -255,7 +259,7 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
                       f"{row['mean_prompt_tokens']:.0f}", f"{row['p50_seconds']:.0f}")
     _common.print_table(table)
     if args.json:
-        meta = {"categories": categories, "sample": args.sample, "seed": args.seed, "max_steps": max_steps,
+        meta = {"categories": categories, "sample": args.sample, "seed": args.seed, "max_steps": max_steps, "system": system,
                 "max_tokens": args.max_tokens, "checker": "bfcl_eval multi_turn_checker"}
         Path(args.json).write_text(json.dumps({"meta": meta, "summary": rows, "cases": [asdict(r) for r in results]},
                                               indent=1), encoding="utf-8")
@@ -336,12 +340,12 @@ def _setting_modes(settings: list[str], modes: list[Any]) -> list[Any]:
 
 #: The levers --lever names.
 _LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "percent", "option", "shape",
-           "held", "fit", "distinct", "ground", "samples", "all", "all+samples")
+           "held", "echo", "fit", "distinct", "ground", "samples", "all", "all+samples")
 
 
 #: The levers that read the conversation or the tools: on/off settings, each measured on form, more,
 #: guess and fit.
-_READING = ("cover", "percent", "option", "shape", "held")
+_READING = ("cover", "percent", "option", "shape", "held", "echo")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:

@@ -125,6 +125,10 @@ class DecisionPoint(StrEnum):
     #: Inside a string, a span of the conversation went on under the ``copy`` bonus, which changed
     #: the greedy pick; ``before`` as for ``WORD``.
     COPY = "copy"
+    #: Under tool_choice "auto", a text answer that writes a user's message back (``echoed``): the
+    #: turn decoded again as a call, taken unless ``guess`` or ``fit`` refuse it (``argument``: the
+    #: message echoed; ``before``: the echo, ``after``: the reply with the call).
+    ECHO = "echo"
 
 
 @dataclass(frozen=True)
@@ -202,6 +206,7 @@ class Decisions:
     option: bool = False
     shape: bool = False
     held: bool = False
+    echo: bool = False
     distinct: bool = False
     ground: bool = False
     closed: bool = False
@@ -256,7 +261,7 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 #: The settings that are on or off (the rest are shares, bonuses and counts), in the order a
 #: summary names them.
-SWITCHES = ("cover", "percent", "option", "shape", "held", "distinct", "ground", "closed")
+SWITCHES = ("cover", "percent", "option", "shape", "held", "echo", "distinct", "ground", "closed")
 
 
 @dataclass(frozen=True)
@@ -1063,6 +1068,28 @@ def asked(messages: Sequence[Mapping[str, Any]]) -> str:
         if message.get("role") == "user":
             return content_text(message.get("content")) or ""
     return ""
+
+
+#: The opening words of a user message an answer must write, as they are, to be read as its echo;
+#: fewer words than this are not read (a short request's words are an answer's words too).
+ECHO_WORDS = 6
+
+
+def echoed(text: str, messages: Sequence[Mapping[str, Any]]) -> str | None:
+    """The user message a text answer writes back: the answer opens with that message's first
+    ``ECHO_WORDS`` words (``words``: a character is a word in a script written without spaces),
+    as a small model does when it copies the request instead of acting on it; ``None`` where it
+    does not."""
+    said = words(text)
+    if len(said) < ECHO_WORDS:
+        return None
+    for message in messages:
+        if message.get("role") != "user":
+            continue
+        request = content_text(message.get("content")) or ""
+        if said[:ECHO_WORDS] == words(request)[:ECHO_WORDS] and len(words(request)) >= ECHO_WORDS:
+            return request
+    return None
 
 
 def content_text(content: Any) -> str | None:

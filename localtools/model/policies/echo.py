@@ -1,0 +1,57 @@
+"""``echo``: a text answer that writes a user's message back (it opens with that message's first
+words) answers nothing; under tool_choice "auto" the turn is decoded again as a call, taken
+unless ``guess`` or ``fit`` would refuse that call on the turn's call share."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from ..._errors import GenerationTruncated
+from ...backends._base import Generation
+from .._decide import Decision, DecisionPoint, echoed
+from ._turn import Turn
+from .guess import call_share, stranger
+
+__all__ = ["Echo"]
+
+
+@dataclass(frozen=True)
+class Echo:
+    """A text answer that is a user's message written back, decoded again as a call."""
+
+    switch: tuple[str, ...] = ("echo",)
+    distribution: bool = False
+    reads: str = "the text answer's opening words against each user message's; with guess or fit, the call share"
+    changes: str = "a text answer that repeats a user's message to a call"
+
+    def ahead(self, turn: Turn) -> None:
+        """Nothing: it reads the written reply."""
+
+    def __call__(self, turn: Turn, gen: Generation) -> Generation:
+        """Not on a streamed turn, nor where the reply has calls or the text is not an echo."""
+        whole = turn.whole
+        if turn.run.live is not None or whole.tool_choice != "auto" or not whole.can_call or \
+                whole.parse(gen.text).tool_calls:
+            return gen
+        text = whole.parse(gen.text).content or ""
+        if (message := echoed(text, turn.messages)) is None:
+            return gen
+        asked = turn.later("required")
+        if asked.grammar is None:
+            return gen
+        try:
+            attempt = turn.answer(asked, penalties=turn.penalties[:1])
+        except GenerationTruncated:
+            return gen
+        calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
+        refused = None
+        if calls and turn.grounds is not None and turn.source is not None:
+            refused = stranger(turn.decisions, turn.grounds, calls, call_share(turn), [], gen.text)
+        taken = bool(calls) and refused is None
+        turn.made.append(Decision(DecisionPoint.ECHO, None, None, taken, len(calls), gen.text, message,
+                                  before=json.dumps(gen.text, ensure_ascii=False),
+                                  after=json.dumps(attempt.text, ensure_ascii=False) if taken else None))
+        if refused is not None:
+            turn.made.append(refused)
+        return attempt if taken else gen
