@@ -1107,7 +1107,8 @@ def test_bench_levers_run_each_lever_on_the_same_constrained_modes(
     calibration_path("m").write_text(json.dumps({"decisions": {"call": 0.6, "form": 0.001}}))
     args.lever, args.samples = None, None
     assert [m.lever for m in _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})[1:]] == [
-        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "option", "shape", "held", "echo", "distinct", "ground", "samples=3", "all"]
+        "greedy", "call>=0.6", "form>=0.001", "cover", "percent", "option", "shape", "held", "echo", "distinct", "ground",
+        "samples=3", "all"]
     args.lever = ["more"]
     with pytest.raises(UsageError, match="--more-threshold"):
         _lever_modes(args, modes, {("m", "llama-cpp"): Loaded()})

@@ -277,6 +277,22 @@ def test_echo_reads_every_user_message_and_leaves_answers_alone() -> None:
         assert points(result) == [] and result.content == answer and len(backend.grammars) == 1, answer
 
 
+def test_echo_keeps_the_text_where_the_call_was_already_made() -> None:
+    call = tc("get_weather", city="Paris")
+    arguments: Any
+    for arguments in ('{"city": "Paris"}', {"city": "Paris"}):
+        made: list[dict[str, Any]] = [{"role": "user", "content": REQUESTS[0]},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": arguments}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "rain"}]
+        result, _ = turn([REQUESTS[0], call], Decisions(echo=True), ask=made)
+        assert points(result) == [DecisionPoint.ECHO] and not result.decisions[0].taken
+        assert result.content == REQUESTS[0] and not result.tool_calls
+    # A call with other values is taken.
+    result, _ = turn([REQUESTS[0], tc("get_weather", city="Lyon")], Decisions(echo=True), ask=made)
+    assert result.decisions[0].taken and result.tool_calls[0].arguments == {"city": "Lyon"}
+
+
 def test_echo_keeps_the_text_where_guess_refuses_the_call() -> None:
     ask = [{"role": "user", "content": REQUESTS[0]}]
     guess = tc("get_weather", city="Tokyo")  # nobody said Tokyo

@@ -1,14 +1,18 @@
 """``echo``: a text answer that writes a user's message back (it opens with that message's first
 words) answers nothing; under tool_choice "auto" the turn is decoded again as a call, taken
-unless ``guess`` or ``fit`` would refuse that call on the turn's call share."""
+unless it repeats a call the conversation already made (its result is there: the loop would
+refuse it) or ``guess`` or ``fit`` would refuse it on the turn's call share."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ..._errors import GenerationTruncated
 from ...backends._base import Generation
+from ...families._parse import call_key
 from .._decide import Decision, DecisionPoint, echoed
 from ._turn import Turn
 from .guess import call_share, stranger
@@ -45,6 +49,9 @@ class Echo:
         except GenerationTruncated:
             return gen
         calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
+        if any(call_key(*c) in _made(turn.messages) for c in calls):
+            turn.made.append(Decision(DecisionPoint.ECHO, None, None, False, len(calls), gen.text, message))
+            return gen
         refused = None
         if calls and turn.grounds is not None and turn.source is not None:
             refused = stranger(turn.decisions, turn.grounds, calls, call_share(turn), [], gen.text)
@@ -55,3 +62,19 @@ class Echo:
         if refused is not None:
             turn.made.append(refused)
         return attempt if taken else gen
+
+
+def _made(messages: Sequence[Mapping[str, Any]]) -> set[str]:
+    """The calls the conversation's assistant messages made (``call_key``)."""
+    made = set()
+    for message in messages:
+        for call in message.get("tool_calls") or ():
+            function = call.get("function") or {} if isinstance(call, Mapping) else {}
+            arguments = function.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    continue
+            made.add(call_key(str(function.get("name")), arguments))
+    return made
