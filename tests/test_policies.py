@@ -172,12 +172,12 @@ def points(result: Any) -> list[DecisionPoint]:
 
 
 def test_every_redecoding_policy_states_its_switches_what_it_reads_and_changes() -> None:
-    assert [p.switch for p in REDECODING] == [("call",), ("form",), ("guess", "fit"), ("held",), ("echo",), ("more",),
+    assert [p.switch for p in REDECODING] == [("call",), ("form",), ("guess", "fit"), ("held",), ("echo", "told"), ("more",),
                                               ("option",), ("samples",)]
     assert all(hasattr(Decisions(), n) for p in REDECODING for n in p.switch)
     assert all(p.reads and p.changes for p in REDECODING)
     # Only the echo and the vote act where the backend gives no distribution.
-    assert [p.switch for p in REDECODING if not p.distribution] == [("echo",), ("samples",)]
+    assert [p.switch for p in REDECODING if not p.distribution] == [("echo", "told"), ("samples",)]
 
 
 def test_the_docs_state_both_orders_as_the_code_does() -> None:
@@ -275,6 +275,40 @@ def test_echo_reads_every_user_message_and_leaves_answers_alone() -> None:
                    "已经在文档文件夹里创建了名为笔记的文件。", "Paris", "Go into the document folder? Sure."]:
         result, backend = turn([answer], Decisions(echo=True), ask=earlier)
         assert points(result) == [] and result.content == answer and len(backend.grammars) == 1, answer
+
+
+def test_echo_reads_the_models_own_earlier_answer_written_again() -> None:
+    answer = "You cannot create a ticket because you are not authenticated."
+    asked = [{"role": "user", "content": "create a ticket"}, {"role": "assistant", "content": answer},
+             {"role": "user", "content": "What is the weather in Paris?"}]
+    result, _ = turn([answer, tc("get_weather", city="Paris")], Decisions(echo=True), ask=asked)
+    assert points(result) == [DecisionPoint.ECHO] and result.tool_calls[0].arguments == {"city": "Paris"}
+
+
+@pytest.mark.parametrize("told", [
+    "To see it, you can use the `get_weather` function with the city.",
+    "Use `get_weather` with the city set to Paris, then read its result.",
+    "Puedes usar la herramienta `get_weather` para eso.",
+    "你可以用 `get_weather` 函数查询巴黎的天气。",
+    "Llama a get_weather(city) con la ciudad.",
+])
+def test_told_makes_a_tool_written_as_code_a_call_to_it(told: str) -> None:
+    ask = [{"role": "user", "content": "Paris weather?"}]
+    tools = (get_weather, distance)
+    result, backend = turn([told, tc("get_weather", city="Paris")], Decisions(told=True), ask=ask, tools=tools)
+    assert points(result) == [DecisionPoint.TOLD] and result.decisions[0].argument == "get_weather"
+    assert result.tool_calls[0].name == "get_weather"
+    # The call is written to the tools the text named, and to no other.
+    assert backend.grammars[1] is not None and not matches(backend.grammars[1], tc("distance", body1="a", body2="b"))
+    result, backend = turn([told], OFF, ask=ask, tools=tools)
+    assert points(result) == [] and len(backend.grammars) == 1
+
+
+@pytest.mark.parametrize("answer", ["The weather in Paris is sunny.", "I can't get the weather (no city given).",
+                                    "Use `ls` to see the files.", "get weather for Paris"])
+def test_told_leaves_an_answer_that_writes_no_offered_tool_as_code(answer: str) -> None:
+    result, backend = turn([answer], Decisions(told=True, echo=True), tools=(get_weather, distance))
+    assert points(result) == [] and result.content == answer and len(backend.grammars) == 1
 
 
 def test_echo_keeps_the_text_where_the_call_was_already_made() -> None:

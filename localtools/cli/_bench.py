@@ -340,12 +340,12 @@ def _setting_modes(settings: list[str], modes: list[Any]) -> list[Any]:
 
 #: The levers --lever names.
 _LEVERS = ("greedy", "call", "more", "form", "guess", "copy", "word", "number", "cover", "percent", "option", "shape",
-           "held", "echo", "fit", "distinct", "ground", "samples", "all", "all+samples")
+           "held", "echo", "told", "fit", "distinct", "ground", "samples", "all", "all+samples")
 
 
 #: The levers that read the conversation or the tools: on/off settings, each measured on form, more,
 #: guess and fit.
-_READING = ("cover", "percent", "option", "shape", "held", "echo")
+_READING = ("cover", "percent", "option", "shape", "held", "echo", "told")
 
 
 def _lever_modes(args: argparse.Namespace, modes: list[Any], models: dict[tuple[str, str], Any]) -> list[Any]:

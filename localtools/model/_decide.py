@@ -129,6 +129,10 @@ class DecisionPoint(StrEnum):
     #: turn decoded again as a call, taken unless ``guess`` or ``fit`` refuse it (``argument``: the
     #: message echoed; ``before``: the echo, ``after``: the reply with the call).
     ECHO = "echo"
+    #: Under tool_choice "auto", a text answer that writes an offered tool as code (``told``: how
+    #: to call it, instead of calling it): the turn decoded again as a call to the tools it wrote,
+    #: taken as an ``ECHO`` is (``argument``: the tools named).
+    TOLD = "told"
 
 
 @dataclass(frozen=True)
@@ -207,6 +211,7 @@ class Decisions:
     shape: bool = False
     held: bool = False
     echo: bool = False
+    told: bool = False
     distinct: bool = False
     ground: bool = False
     closed: bool = False
@@ -261,7 +266,7 @@ CALIBRATED = ("call", "more", "form", "guess", "fit", "distinct")
 
 #: The settings that are on or off (the rest are shares, bonuses and counts), in the order a
 #: summary names them.
-SWITCHES = ("cover", "percent", "option", "shape", "held", "echo", "distinct", "ground", "closed")
+SWITCHES = ("cover", "percent", "option", "shape", "held", "echo", "told", "distinct", "ground", "closed")
 
 
 @dataclass(frozen=True)
@@ -1070,26 +1075,40 @@ def asked(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
-#: The opening words of a user message an answer must write, as they are, to be read as its echo;
+#: The opening words of a message an answer must write, as they are, to be read as its echo;
 #: fewer words than this are not read (a short request's words are an answer's words too).
 ECHO_WORDS = 6
 
 
 def echoed(text: str, messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The user message a text answer writes back: the answer opens with that message's first
-    ``ECHO_WORDS`` words (``words``: a character is a word in a script written without spaces),
-    as a small model does when it copies the request instead of acting on it; ``None`` where it
-    does not."""
+    """The message a text answer writes back: the answer opens with the first ``ECHO_WORDS`` words
+    (``words``: a character is a word in a script written without spaces) of a user's message or
+    of one of the model's own earlier answers, as a small model does when it copies the request,
+    or its last answer, instead of acting on it; ``None`` where it does not."""
     said = words(text)
     if len(said) < ECHO_WORDS:
         return None
     for message in messages:
-        if message.get("role") != "user":
+        if message.get("role") not in ("user", "assistant"):
             continue
-        request = content_text(message.get("content")) or ""
-        if said[:ECHO_WORDS] == words(request)[:ECHO_WORDS] and len(words(request)) >= ECHO_WORDS:
-            return request
+        written = content_text(message.get("content")) or ""
+        if len(opening := words(written)[:ECHO_WORDS]) == ECHO_WORDS and said[:ECHO_WORDS] == opening:
+            return written
     return None
+
+
+#: Code in a text answer: a span in backticks (a fence's language line skipped), and a name
+#: followed by its parenthesis.
+_CODE_NAME = re.compile(r"`+[ \t]*(?:[A-Za-z]+[ \t]*\n)?\s*([A-Za-z_][\w.-]*)")
+_CALLED_NAME = re.compile(r"(?<![\w.])([A-Za-z_][\w.-]*)\s*\(")
+
+
+def told(text: str, tool_names: Sequence[str]) -> list[str]:
+    """The offered tools a text answer writes as code (in backticks, or a name and its
+    parenthesis), in the order written: the model telling how to call a tool it could call."""
+    offered = set(tool_names)
+    found = [m.group(1) for pattern in (_CODE_NAME, _CALLED_NAME) for m in pattern.finditer(text)]
+    return list(dict.fromkeys(sorted((n for n in found if n in offered), key=text.find)))
 
 
 def content_text(content: Any) -> str | None:

@@ -1,7 +1,9 @@
-"""``echo``: a text answer that writes a user's message back (it opens with that message's first
-words) answers nothing; under tool_choice "auto" the turn is decoded again as a call, taken
-unless it repeats a call the conversation already made (its result is there: the loop would
-refuse it) or ``guess`` or ``fit`` would refuse it on the turn's call share."""
+"""``echo`` and ``told``: a text answer that writes a message of the conversation back (it opens
+with the first words of a user's message or of the model's own earlier answer: ``echoed``), or
+that writes an offered tool as code instead of calling it (``told``), answers nothing; under
+tool_choice "auto" the turn is decoded again as a call (to the tools it wrote, for ``told``),
+taken unless it repeats a call the conversation already made (its result is there: the loop
+would refuse it) or ``guess`` or ``fit`` would refuse it on the turn's call share."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from typing import Any
 from ..._errors import GenerationTruncated
 from ...backends._base import Generation
 from ...families._parse import call_key
-from .._decide import Decision, DecisionPoint, echoed
+from .._decide import Decision, DecisionPoint, echoed, told
 from ._turn import Turn
 from .guess import call_share, stranger
 
@@ -22,12 +24,13 @@ __all__ = ["Echo"]
 
 @dataclass(frozen=True)
 class Echo:
-    """A text answer that is a user's message written back, decoded again as a call."""
+    """A text answer that writes a message back, or a tool as code, decoded again as a call."""
 
-    switch: tuple[str, ...] = ("echo",)
+    switch: tuple[str, ...] = ("echo", "told")
     distribution: bool = False
-    reads: str = "the text answer's opening words against each user message's; with guess or fit, the call share"
-    changes: str = "a text answer that repeats a user's message to a call"
+    reads: str = ("the text answer's opening words against each user message's and the model's earlier answers'; "
+                  "the offered tools it writes as code; with guess or fit, the call share")
+    changes: str = "a text answer that repeats a message, or tells how to call a tool, to a call"
 
     def ahead(self, turn: Turn) -> None:
         """Nothing: it reads the written reply."""
@@ -39,10 +42,13 @@ class Echo:
                 whole.parse(gen.text).tool_calls:
             return gen
         text = whole.parse(gen.text).content or ""
-        if (message := echoed(text, turn.messages)) is None:
-            return gen
-        asked = turn.later("required")
-        if asked.grammar is None:
+        point, about, asked = DecisionPoint.ECHO, echoed(text, turn.messages) if turn.decisions.echo else None, None
+        if about is not None:
+            asked = turn.later("required")
+        elif turn.decisions.told and (names := told(text, whole.tool_names)):
+            point, about = DecisionPoint.TOLD, ", ".join(names)
+            asked = turn.later("required", tools=[s for s in turn.specs if s["function"]["name"] in names])
+        if asked is None or about is None or asked.grammar is None:
             return gen
         try:
             attempt = turn.answer(asked, penalties=turn.penalties[:1])
@@ -50,13 +56,13 @@ class Echo:
             return gen
         calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
         if any(call_key(*c) in _made(turn.messages) for c in calls):
-            turn.made.append(Decision(DecisionPoint.ECHO, None, None, False, len(calls), gen.text, message))
+            turn.made.append(Decision(point, None, None, False, len(calls), gen.text, about))
             return gen
         refused = None
         if calls and turn.grounds is not None and turn.source is not None:
             refused = stranger(turn.decisions, turn.grounds, calls, call_share(turn), [], gen.text)
         taken = bool(calls) and refused is None
-        turn.made.append(Decision(DecisionPoint.ECHO, None, None, taken, len(calls), gen.text, message,
+        turn.made.append(Decision(point, None, None, taken, len(calls), gen.text, about,
                                   before=json.dumps(gen.text, ensure_ascii=False),
                                   after=json.dumps(attempt.text, ensure_ascii=False) if taken else None))
         if refused is not None:
