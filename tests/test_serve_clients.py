@@ -564,3 +564,75 @@ def test_the_seeds_question_gets_a_real_call_under_every_system_message_beside_t
         assert not disguised_calls(text), text
         assert [c["name"] for c in found] == ["get_customer"], (system, stream, text, found)
         assert json.loads(found[0]["arguments"])["customer_id"] == "cust-1001"
+
+
+def test_the_agents_sdk_over_serve_leaves_a_multi_turn_case_in_the_state_the_agent_in_process_does(qwen_url: str) -> None:
+    """A BFCL multi-turn case, user turn by user turn, by the OpenAI Agents SDK over Responses
+    against `serve`, its tools run on the case's own API instances; and the same case through
+    `Agent` in process on the same model and decisions: the same calls in the same turns (greedy,
+    one prompt: the server renders what the agent renders), and the same state."""
+    import ast
+
+    from agents import Agent, FunctionTool, ModelSettings, OpenAIResponsesModel, Runner, set_tracing_disabled
+    from agents.exceptions import MaxTurnsExceeded
+    from conftest import load_once
+
+    from localtools.bench._bfcl import to_tool_spec
+    from localtools.bench._multiturn import (
+        MultiTurnMode,
+        bfcl_instruction,
+        call_text,
+        instances,
+        load_multi_turn,
+        run_multi_turn_case,
+        tools_for,
+    )
+
+    set_tracing_disabled(True)
+    case = min(load_multi_turn("multi_turn_base"), key=lambda c: (len(c.turns), len(c.functions)))
+    system, steps = bfcl_instruction(), 3
+    model = load_once("qwen2.5-coder-0.5b")
+    here = run_multi_turn_case(model, case, MultiTurnMode("default", True, model.decisions), max_steps=steps,
+                               max_tokens=128, system=system)
+
+    apis = instances(case)
+    runnable = {t.name: t for t in tools_for(case.functions, apis)}
+    made: list[list[str]] = []
+
+    def sdk_tool(doc: dict[str, Any]) -> Any:
+        spec = to_tool_spec(doc)["function"]
+
+        async def invoke(_: Any, arguments: str) -> str:
+            values = json.loads(arguments or "{}")
+            made[-1].append(call_text(doc["name"], values))
+            return str(runnable[doc["name"]].fn(**values))
+
+        return FunctionTool(name=spec["name"], description=spec["description"], params_json_schema=spec["parameters"],
+                            on_invoke_tool=invoke, strict_json_schema=False)
+
+    sdk = openai.AsyncOpenAI(base_url=qwen_url, api_key="none", max_retries=0)
+    agent = Agent(name="bfcl", instructions=system, tools=[sdk_tool(d) for d in case.functions],
+                  model=OpenAIResponsesModel("qwen", sdk), model_settings=ModelSettings(temperature=0.0, max_tokens=128))
+    history: list[Any] = []
+    for turn in case.turns:
+        made.append([])
+        try:
+            result = Runner.run_sync(agent, history + [dict(m) for m in turn], max_turns=steps)
+        except MaxTurnsExceeded:
+            break  # as the bench ends a case at a turn cut by the step limit
+        history = result.to_input_list()
+    offered = {d["name"] for d in case.functions}
+    assert all(call.split("(")[0] in offered for turn in made for call in turn)
+    assert made == [[c for s in t for c in s] for t in here.decoded]
+    # The calls made in process, run on fresh instances, leave the state the SDK's calls left.
+    fresh = instances(case)
+    again = {t.name: t for t in tools_for(case.functions, fresh)}
+    for turn_calls in here.decoded:
+        for step in turn_calls:
+            for call in step:
+                node = ast.parse(call, mode="eval").body
+                assert isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                again[node.func.id].fn(**{k.arg: ast.literal_eval(k.value) for k in node.keywords if k.arg})
+    for name, api in apis.items():
+        assert {k: v for k, v in vars(api).items() if not k.startswith("_")} == \
+            {k: v for k, v in vars(fresh[name]).items() if not k.startswith("_")}, name
