@@ -240,7 +240,7 @@ def test_held_makes_a_text_answer_the_call_asked_for() -> None:
 # A request in three scripts, and answers that write one of them back (whole, cut short, with
 # their case or spacing changed) or not.
 REQUESTS = ["Go into the document folder and create a file called TeamNotes.txt please",
-            "请在文档文件夹里创建一个名为笔记的文件",
+            "请进入文档文件夹，在里面创建一个名为团队笔记的新文件，用来记录大家的想法。",
             "Por favor crea en la carpeta de documentos un archivo llamado notas.txt"]
 
 
@@ -272,8 +272,14 @@ def test_echo_reads_every_user_message_and_leaves_answers_alone() -> None:
     assert points(result) == [DecisionPoint.ECHO] and result.tool_calls
     # Answers that use the request's words without opening with them stand, with no decode more.
     for answer in ["I created the file called TeamNotes.txt in the document folder.",
-                   "已经在文档文件夹里创建了名为笔记的文件。", "Paris", "Go into the document folder? Sure."]:
+                   "已经在文档文件夹里创建了名为团队笔记的文件。", "Paris", "Done: the document folder now holds TeamNotes.txt."]:
         result, backend = turn([answer], Decisions(echo=True), ask=earlier)
+        assert points(result) == [] and result.content == answer and len(backend.grammars) == 1, answer
+    # An answer that restates a short request's subject, as answers in Japanese and Chinese do.
+    for question, answer in [("富士山の高さはどれくらいですか？", "富士山の高さは約3,776メートルです。"),
+                             ("明天上海的天气怎么样？", "明天上海的天气是晴朗的，温度约为22°C。"),
+                             ("What is the weather in Paris right now?", "The weather in Paris right now is sunny.")]:
+        result, backend = turn([answer], Decisions(echo=True), ask=[{"role": "user", "content": question}])
         assert points(result) == [] and result.content == answer and len(backend.grammars) == 1, answer
 
 

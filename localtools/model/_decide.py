@@ -1075,24 +1075,24 @@ def asked(messages: Sequence[Mapping[str, Any]]) -> str:
     return ""
 
 
-#: The opening words of a message an answer must write, as they are, to be read as its echo;
-#: fewer words than this are not read (a short request's words are an answer's words too).
-ECHO_WORDS = 6
+#: How much of a message an answer must open with, as written (``plain``: any case and spacing), to
+#: be read as its echo: a restatement of a short request's subject ("富士山の高さは約…") is shorter.
+ECHO_CHARS = 24
 
 
 def echoed(text: str, messages: Sequence[Mapping[str, Any]]) -> str | None:
-    """The message a text answer writes back: the answer opens with the first ``ECHO_WORDS`` words
-    (``words``: a character is a word in a script written without spaces) of a user's message or
-    of one of the model's own earlier answers, as a small model does when it copies the request,
-    or its last answer, instead of acting on it; ``None`` where it does not."""
-    said = words(text)
-    if len(said) < ECHO_WORDS:
+    """The message a text answer writes back: the answer opens with the first ``ECHO_CHARS``
+    characters (or more) of a user's message or of one of the model's own earlier answers, as a
+    small model does when it copies the request, or its last answer, instead of acting on it;
+    ``None`` where it does not."""
+    said = plain(text)
+    if len(said) < ECHO_CHARS:
         return None
     for message in messages:
         if message.get("role") not in ("user", "assistant"):
             continue
         written = content_text(message.get("content")) or ""
-        if len(opening := words(written)[:ECHO_WORDS]) == ECHO_WORDS and said[:ECHO_WORDS] == opening:
+        if len(opening := plain(written)[:ECHO_CHARS]) == ECHO_CHARS and said.startswith(opening):
             return written
     return None
 
