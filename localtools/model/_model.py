@@ -24,7 +24,7 @@ from .._errors import (
 from ..backends._base import Backend, Generation, NextTokens, Parting, first_stop
 from ..families._choose import FamilyCheck, choose_family
 from ..families._families import Family
-from ..families._parse import ToolCall, call_key, disguised_calls, first_disguise, not_json
+from ..families._parse import ToolCall, call_key, first_disguise, not_json
 from ..families._prompt import Prompt, render, with_system
 from ..families._reply import DisguiseRetry, ReplyFormat, reasoning_mode, reply_format
 from ..grammar import Grammar, KeywordEnforcement, build_grammar, unsupported
@@ -36,10 +36,10 @@ from ._decide import (
     DecisionPoint,
     Decisions,
     biased,
-    content_text,
     said,
     shaped,
 )
+from ._history import answered_calls
 from ._stream import (
     ANSWER,
     DisguiseCaught,
@@ -83,38 +83,6 @@ def _unenforced(parameters_json: str) -> tuple[KeywordEnforcement, ...]:
 
 #: The violation keyword of a call that repeats one the conversation already answered.
 REPEAT = "repeat"
-
-
-def _answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[str]) -> frozenset[str]:
-    """The ``call_key`` of every call in the history whose result came back: a call in an
-    assistant's ``tool_calls`` answered by a tool message with its id, and a call to an ``offered``
-    tool the assistant wrote in its text (agents that keep their history as text, "Action: {...}"
-    then "Observation: ...") that a later user or tool message followed."""
-    made: dict[str, str] = {}
-    answered: set[str] = set()
-    written: set[str] = set()
-    for message in messages:
-        role = message.get("role")
-        if role in ("user", "tool"):
-            answered |= written
-            written = set()
-        if role != "assistant":
-            if role == "tool" and str(message.get("tool_call_id")) in made:
-                answered.add(made[str(message.get("tool_call_id"))])
-            continue
-        written |= {call_key(name, values) for name, values in disguised_calls(content_text(message.get("content")) or "", offered)}
-        for call in message.get("tool_calls") or ():
-            fn = call.get("function") if isinstance(call, Mapping) else None
-            if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
-                continue
-            arguments = fn.get("arguments")
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    continue
-            made[str(call.get("id"))] = call_key(fn["name"], arguments)
-    return frozenset(answered)
 
 
 def _violation_text(found: list[Violation]) -> str:
@@ -484,7 +452,7 @@ class Model:
         # A tool with a pydantic model is checked by the model too.
         own = {t.name: t for t in tools if isinstance(t, Tool)}
 
-        answered = frozenset() if repeat_calls else _answered_calls(messages, frozenset(schemas))
+        answered = frozenset() if repeat_calls else answered_calls(messages, frozenset(schemas))
 
         def check(call: ToolCall) -> list[Violation]:
             found = own[call.name].violations(call.arguments) if call.name in own \

@@ -8,14 +8,13 @@ would refuse it) or ``guess`` or ``fit`` would refuse it on the turn's call shar
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from ..._errors import GenerationTruncated
 from ...backends._base import Generation
 from ...families._parse import call_key
 from .._decide import Decision, DecisionPoint, echoed, told
+from .._history import answered_calls
 from ._turn import Turn
 from .guess import call_share, stranger
 
@@ -55,7 +54,7 @@ class Echo:
         except GenerationTruncated:
             return gen
         calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
-        if any(call_key(*c) in _made(turn.messages) for c in calls):
+        if any(call_key(*c) in answered_calls(turn.messages, frozenset(whole.tool_names)) for c in calls):
             turn.made.append(Decision(point, None, None, False, len(calls), gen.text, about))
             return gen
         refused = None
@@ -69,18 +68,3 @@ class Echo:
             turn.made.append(refused)
         return attempt if taken else gen
 
-
-def _made(messages: Sequence[Mapping[str, Any]]) -> set[str]:
-    """The calls the conversation's assistant messages made (``call_key``)."""
-    made = set()
-    for message in messages:
-        for call in message.get("tool_calls") or ():
-            function = call.get("function") or {} if isinstance(call, Mapping) else {}
-            arguments = function.get("arguments")
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments)
-                except ValueError:
-                    continue
-            made.add(call_key(str(function.get("name")), arguments))
-    return made

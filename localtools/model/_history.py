@@ -1,0 +1,44 @@
+"""What the conversation already did: the calls whose results came back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..families._parse import call_key, disguised_calls
+from ._decide import content_text
+
+__all__ = ["answered_calls"]
+
+
+def answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[str]) -> frozenset[str]:
+    """The ``call_key`` of every call in the history whose result came back: a call in an
+    assistant's ``tool_calls`` answered by a tool message with its id, and a call to an ``offered``
+    tool the assistant wrote in its text (agents that keep their history as text, "Action: {...}"
+    then "Observation: ...") that a later user or tool message followed."""
+    made: dict[str, str] = {}
+    answered: set[str] = set()
+    written: set[str] = set()
+    for message in messages:
+        role = message.get("role")
+        if role in ("user", "tool"):
+            answered |= written
+            written = set()
+        if role != "assistant":
+            if role == "tool" and str(message.get("tool_call_id")) in made:
+                answered.add(made[str(message.get("tool_call_id"))])
+            continue
+        written |= {call_key(name, values) for name, values in disguised_calls(content_text(message.get("content")) or "", offered)}
+        for call in message.get("tool_calls") or ():
+            fn = call.get("function") if isinstance(call, Mapping) else None
+            if not isinstance(fn, Mapping) or not isinstance(fn.get("name"), str):
+                continue
+            arguments = fn.get("arguments")
+            if isinstance(arguments, str):
+                try:
+                    arguments = json.loads(arguments)
+                except ValueError:
+                    continue
+            made[str(call.get("id"))] = call_key(fn["name"], arguments)
+    return frozenset(answered)
