@@ -4,6 +4,7 @@ APIs run for real on each case's instances, and BFCL's own checker scores the ca
 from __future__ import annotations
 
 import ast
+import json
 import random
 from typing import Any
 
@@ -96,6 +97,7 @@ def test_a_model_that_makes_the_ground_truths_calls_passes_through_the_agent(cas
     assert result.error == "" and result.correct and result.turns_passed == len(case.turns), (result.error, result.decoded)
     assert result.decoded == [[[call_text(*_parsed(s))] for s in calls] for calls in case.ground_truth]
     assert result.calls == sum(len(t) for t in case.ground_truth)
+    assert result.taken == {}  # greedy: no decision changed a reply
 
 
 def test_the_system_message_is_what_bfcl_tells_prompting_models_and_every_turn_sees_it(cases: dict[str, list[Any]]) -> None:
@@ -109,6 +111,19 @@ def test_the_system_message_is_what_bfcl_tells_prompting_models_and_every_turn_s
     backend = ScriptedBackend(["Done."] * len(case.turns))
     run_multi_turn_case(Model(backend, family="qwen2.5"), case, MultiTurnMode("scripted", True, None))
     assert not any(instruction in p.text for p in backend.prompts)
+
+
+def test_a_decision_that_changed_a_reply_is_counted_in_the_case(cases: dict[str, list[Any]]) -> None:
+    from localtools.model._decide import Decisions
+
+    case = next(c for c in cases["multi_turn_base"] if len(c.turns) == 2 and _keywords_only(c.ground_truth[0][0]))
+    name, arguments = _parsed(case.ground_truth[0][0])
+    # The model writes the request back; the echo is decoded again as the call.
+    call = "<tool_call>\n" + json.dumps({"name": name, "arguments": arguments}) + "\n</tool_call>"
+    replies = [case.turns[0][-1]["content"], call, "Done.", "Done."]
+    model = Model(ScriptedBackend(replies), family="qwen2.5")
+    result = run_multi_turn_case(model, case, MultiTurnMode("echo", True, Decisions(echo=True)))
+    assert result.taken == {"echo": 1} and result.decoded[0] == [[call_text(name, arguments)]]
 
 
 def test_a_run_cut_by_the_step_limit_fails_the_case(cases: dict[str, list[Any]]) -> None:

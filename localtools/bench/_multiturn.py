@@ -181,6 +181,8 @@ class MultiTurnResult:
     decoded: list[list[list[str]]] = field(default_factory=list)
     #: The conversation as the agent left it (tool results included).
     messages: list[dict[str, Any]] = field(default_factory=list)
+    #: The decisions taken (each changed a reply), by where they were made (``DecisionPoint``).
+    taken: dict[str, int] = field(default_factory=dict)
 
 
 def score(case: MultiTurnCase, decoded: list[list[list[str]]], label: str) -> tuple[bool, int, str]:
@@ -263,6 +265,10 @@ def _count(result: MultiTurnResult, trace: Sequence[Any]) -> None:
     result.calls += sum(len(s.calls) for s in trace)
     result.prompt_tokens += sum(s.prompt_tokens for s in trace)
     result.completion_tokens += sum(s.completion_tokens for s in trace)
+    for step in trace:
+        for decision in getattr(step, "decisions", None) or ():
+            if decision.taken:
+                result.taken[str(decision.point)] = result.taken.get(str(decision.point), 0) + 1
 
 
 def pick_cases(category: str, n: int | None, seed: int = 0) -> list[MultiTurnCase]:
