@@ -221,7 +221,7 @@ def run_multi_turn_case(model: Model, case: MultiTurnCase, mode: MultiTurnMode, 
                 functions += case.added[index]
                 turn = turn or [{"role": "user", "content": ADDED_FUNCTIONS}]
             messages += [dict(m) for m in turn]
-            agent = Agent(model, tools_for(functions, apis), system=system or None, max_steps=max_steps,
+            agent = Agent(model, tools_for(functions, apis), system=system, max_steps=max_steps,
                           constrained=mode.constrained, max_tokens=max_tokens)
             try:
                 run = agent.run(messages)

@@ -125,9 +125,10 @@ class DecisionPoint(StrEnum):
     #: Inside a string, a span of the conversation went on under the ``copy`` bonus, which changed
     #: the greedy pick; ``before`` as for ``WORD``.
     COPY = "copy"
-    #: Under tool_choice "auto", a text answer that writes a user's message back (``echoed``): the
-    #: turn decoded again as a call, taken unless ``guess`` or ``fit`` refuse it (``argument``: the
-    #: message echoed; ``before``: the echo, ``after``: the reply with the call).
+    #: Under tool_choice "auto", a text answer that writes a user's message or the model's own
+    #: earlier answer back (``echoed``): the turn decoded again as a call, taken unless it repeats a
+    #: call already answered or ``guess`` or ``fit`` refuse it (``argument``: the message echoed;
+    #: ``before``: the echo, ``after``: the reply with the call).
     ECHO = "echo"
     #: Under tool_choice "auto", a text answer that writes an offered tool as code (``told``: how
     #: to call it, instead of calling it): the turn decoded again as a call to the tools it wrote,

@@ -41,7 +41,8 @@ __all__ = ["REDECODING", "SETTLING", "Context", "Redecode", "Run", "Settle", "Tu
 #: The order: ``call`` chooses the branch the reply is written in and ``form`` where it stops
 #: (both before it is written); then ``form`` settles the calls' form, ``guess`` (and ``fit``)
 #: judge the calls it left, before ``more`` adds any; ``held`` reads a text answer (not the one
-#: a refused guess gave), and ``echo`` a text answer ``held`` left; ``more`` adds calls, ``option`` arguments to the calls there are;
+#: a refused guess gave), and ``echo`` (and ``told``) a text answer ``held`` left; ``more`` adds
+#: calls, ``option`` arguments to the calls there are;
 #: ``samples`` votes last, on the reply every other policy left.
 REDECODING: tuple[Redecode, ...] = (Call(), Form(), Guess(), Held(), Echo(), More(), Option(), Vote())
 

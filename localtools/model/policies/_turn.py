@@ -138,6 +138,18 @@ class Turn:
             raise GenerationTruncated(self.max_tokens, gen.text, gen.stop if gen.finish_reason != "length" else None)
         return gen
 
+    def as_call(self, fmt: ReplyFormat) -> tuple[Generation, list[tuple[str, dict[str, Any]]]] | None:
+        """A text answer decoded again under ``fmt`` (a branch that calls), with the first repeat
+        penalty, and the calls it wrote (read with ``whole``); ``None`` where ``fmt`` has no grammar
+        or ``max_tokens`` cut the call."""
+        if fmt.grammar is None:
+            return None
+        try:
+            attempt = self.answer(fmt, penalties=self.penalties[:1])
+        except GenerationTruncated:
+            return None
+        return attempt, [(c.name, c.arguments) for c in self.whole.parse(attempt.text).tool_calls]
+
 
 class Redecode(Protocol):
     """A policy that may decode a turn again."""

@@ -1,5 +1,6 @@
 """``echo`` and ``told``: a text answer that writes a message of the conversation back (it opens
-with the first words of a user's message or of the model's own earlier answer: ``echoed``), or
+with the first ``ECHO_CHARS`` characters of a user's message or of the model's own earlier
+answer: ``echoed``), or
 that writes an offered tool as code instead of calling it (``told``), answers nothing; under
 tool_choice "auto" the turn is decoded again as a call (to the tools it wrote, for ``told``),
 taken unless it repeats a call the conversation already made (its result is there: the loop
@@ -10,7 +11,6 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from ..._errors import GenerationTruncated
 from ...backends._base import Generation
 from ...families._parse import call_key
 from .._decide import Decision, DecisionPoint, echoed, told
@@ -37,24 +37,23 @@ class Echo:
     def __call__(self, turn: Turn, gen: Generation) -> Generation:
         """Not on a streamed turn, nor where the reply has calls or the text is not an echo."""
         whole = turn.whole
-        if turn.run.live is not None or whole.tool_choice != "auto" or not whole.can_call or \
-                whole.parse(gen.text).tool_calls:
+        if turn.run.live is not None or whole.tool_choice != "auto" or not whole.can_call:
             return gen
-        text = whole.parse(gen.text).content or ""
+        reply = whole.parse(gen.text)
+        if reply.tool_calls:
+            return gen
+        text = reply.content or ""
         point, about, asked = DecisionPoint.ECHO, echoed(text, turn.messages) if turn.decisions.echo else None, None
         if about is not None:
             asked = turn.later("required")
         elif turn.decisions.told and (names := told(text, whole.tool_names)):
             point, about = DecisionPoint.TOLD, ", ".join(names)
             asked = turn.later("required", tools=[s for s in turn.specs if s["function"]["name"] in names])
-        if asked is None or about is None or asked.grammar is None:
+        if asked is None or about is None or (again := turn.as_call(asked)) is None:
             return gen
-        try:
-            attempt = turn.answer(asked, penalties=turn.penalties[:1])
-        except GenerationTruncated:
-            return gen
-        calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
-        if any(call_key(*c) in answered_calls(turn.messages, frozenset(whole.tool_names)) for c in calls):
+        attempt, calls = again
+        answered = answered_calls(turn.messages, frozenset(whole.tool_names))
+        if any(call_key(*c) in answered for c in calls):
             turn.made.append(Decision(point, None, None, False, len(calls), gen.text, about))
             return gen
         refused = None

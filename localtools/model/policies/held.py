@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..._errors import GenerationTruncated
 from ...backends._base import Generation
 from .._decide import Decision, DecisionPoint
 from ._turn import Turn
@@ -35,14 +34,9 @@ class Held:
                 any(d.taken and d.point in (DecisionPoint.GUESS, DecisionPoint.FIT) for d in made) or \
                 whole.parse(gen.text).tool_calls:
             return gen
-        asked = turn.later("required")
-        if asked.grammar is None:
+        if (again := turn.as_call(turn.later("required"))) is None:
             return gen
-        try:
-            attempt = turn.answer(asked, penalties=turn.penalties[:1])
-        except GenerationTruncated:
-            return gen
-        calls = [(c.name, c.arguments) for c in whole.parse(attempt.text).tool_calls]
+        attempt, calls = again
         taken = grounds.holds(calls)
         made.append(Decision(DecisionPoint.HELD, None, None, taken, len(calls), gen.text,
                              ", ".join(dict.fromkeys(name for name, _ in calls))))
