@@ -383,3 +383,17 @@ def test_guess_judges_the_calls_before_more_adds_any() -> None:
     assert [c.arguments["city"] for c in result.tool_calls] == ["Paris", "London"]
     # Judged after more, Paris and London (half of the values said) would be a guess.
     assert points(result) == [DecisionPoint.MORE, DecisionPoint.MORE]
+
+
+def test_echo_takes_a_call_an_earlier_request_made() -> None:
+    # A new request may need the call an earlier one made: what the tool reads may have changed.
+    made: list[dict[str, Any]] = [
+        {"role": "user", "content": "What is the weather in Paris?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "rain"},
+        {"role": "assistant", "content": "It rains in Paris."},
+        {"role": "user", "content": REQUESTS[0]}]
+    result, _ = turn([REQUESTS[0], tc("get_weather", city="Paris")], Decisions(echo=True), ask=made)
+    assert points(result) == [DecisionPoint.ECHO] and result.decisions[0].taken
+    assert result.tool_calls[0].arguments == {"city": "Paris"}

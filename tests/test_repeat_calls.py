@@ -182,3 +182,50 @@ def test_over_the_server_a_required_client_gets_its_final_answer_not_a_422() -> 
     assert res.status_code == 200, res.text
     calls = res.json()["choices"][0]["message"]["tool_calls"]
     assert [c["function"]["name"] for c in calls] == ["final_answer"]
+
+
+def later_request(earlier: list[dict[str, Any]], again: str = "I changed the plan. What is the plan of cust-1001 now?"
+                  ) -> list[dict[str, Any]]:
+    """A conversation whose first request was answered, then a new request from the user."""
+    return [*earlier, {"role": "assistant", "content": "The plan is pro."}, {"role": "user", "content": again}]
+
+
+@pytest.mark.parametrize("again", ["What is it now?", "现在呢？再查一次。", "Vuelve a mirarlo, por favor."])
+def test_a_new_request_may_make_an_earlier_requests_call_again(again: str) -> None:
+    # What the tool reads may have changed since the first request: the same call is a new call.
+    for earlier in (history(), text_history(TEXT_CALLS[0], "cust-1001"), text_history(TEXT_CALLS[1], "cust-1001")):
+        model = Model(ScriptedBackend([CALL.format("cust-1001")]), family="qwen2.5")
+        result = model.chat(later_request(earlier, again), [get_customer])
+        assert [c.arguments for c in result.tool_calls] == [{"customer_id": "cust-1001"}], earlier
+        assert result.schema_repairs == 0
+
+
+def test_within_the_new_request_its_own_answered_call_is_still_a_repeat() -> None:
+    asked = later_request(history())
+    asked += [{"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c2", "type": "function", "function": {"name": "get_customer", "arguments": '{"customer_id": "cust-1001"}'}}]},
+        {"role": "tool", "tool_call_id": "c2", "content": '{"plan": "team"}'}]
+    model = Model(ScriptedBackend([CALL.format("cust-1001"), "The plan is team now."]), family="qwen2.5")
+    result = model.chat(asked, [get_customer])
+    assert result.tool_calls == [] and result.content == "The plan is team now." and result.schema_repairs == 1
+
+
+def test_observations_kept_as_user_messages_do_not_start_a_new_request() -> None:
+    # Action, Observation, another Action, its Observation: the first call is still answered.
+    steps = text_history(TEXT_CALLS[0], "cust-1001")
+    steps += [{"role": "assistant", "content": TEXT_CALLS[0].format("cust-1002")},
+              {"role": "user", "content": 'Observation:\n{"plan": "free"}'}]
+    model = Model(ScriptedBackend([CALL.format("cust-1001"), "Pro and free."]), family="qwen2.5")
+    result = model.chat(steps, [get_customer])
+    assert result.tool_calls == [] and result.schema_repairs == 1
+
+
+def test_over_the_server_a_client_asking_again_in_a_later_turn_gets_the_call() -> None:
+    from test_serve import app_with, post
+
+    app, _ = app_with([CALL.format("cust-1001")])
+    tool = {"type": "function", "function": get_customer.spec()["function"]}
+    res = post(app, {"messages": later_request(history()), "tools": [tool]})
+    assert res.status_code == 200, res.text
+    calls = res.json()["choices"][0]["message"]["tool_calls"]
+    assert [json.loads(c["function"]["arguments"]) for c in calls] == [{"customer_id": "cust-1001"}]

@@ -13,15 +13,21 @@ __all__ = ["answered_calls"]
 
 
 def answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[str]) -> frozenset[str]:
-    """The ``call_key`` of every call in the history whose result came back: a call in an
-    assistant's ``tool_calls`` answered by a tool message with its id, and a call to an ``offered``
-    tool the assistant wrote in its text (agents that keep their history as text, "Action: {...}"
-    then "Observation: ...") that a later user or tool message followed."""
+    """The ``call_key`` of every call made for the current request whose result came back: a call
+    in an assistant's ``tool_calls`` answered by a tool message with its id, and a call to an
+    ``offered`` tool the assistant wrote in its text (agents that keep their history as text,
+    "Action: {...}" then "Observation: ...") that a later user or tool message followed.
+
+    The current request starts at the user's last message that answers no written call: a new
+    request may ask for a call made before again ("list the files again"), and what the tools
+    read may have changed since (a file written, a folder changed)."""
     made: dict[str, str] = {}
     answered: set[str] = set()
     written: set[str] = set()
     for message in messages:
         role = message.get("role")
+        if role == "user" and not written:
+            answered = set()  # a new request: what was done for the ones before may be done again
         if role in ("user", "tool"):
             answered |= written
             written = set()

@@ -3,8 +3,8 @@ with the first ``ECHO_CHARS`` characters of a user's message or of the model's o
 answer: ``echoed``), or
 that writes an offered tool as code instead of calling it (``told``), answers nothing; under
 tool_choice "auto" the turn is decoded again as a call (to the tools it wrote, for ``told``),
-taken unless it repeats a call the conversation already made (its result is there: the loop
-would refuse it) or ``guess`` or ``fit`` would refuse it on the turn's call share."""
+taken unless it repeats a call already made for the current request (its result is there: the
+loop would refuse it) or ``guess`` or ``fit`` would refuse it on the turn's call share."""
 
 from __future__ import annotations
 
