@@ -40,3 +40,15 @@ def test_non_editable_install_finds_data_files(tmp_path: Path) -> None:
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "ok"
+
+
+def test_the_catalog_at_the_root_is_the_one_the_package_reads() -> None:
+    # Two copies drifted once: a model's default levers changed in the one a reader sees and not in
+    # the one ``load`` reads. The root's is the shipped file, not a copy.
+    from localtools.host._catalog import catalog
+
+    root, shipped = ROOT / "models.txt", ROOT / "localtools" / "host" / "models.txt"
+    assert root.read_bytes() == shipped.read_bytes()
+    assert root.resolve() == shipped.resolve()
+    assert set(catalog()) == {line.split()[0] for line in shipped.read_text(encoding="utf-8").splitlines()
+                              if line.strip() and not line.lstrip().startswith("#")}
