@@ -236,6 +236,8 @@ class LlamaCppBackend:
         #: Of the last generation under a grammar: (whole-vocabulary masks, tokens picked).
         self.mask_stats = (0, 0)
         self._all: Any = None
+        #: The vocabulary's control tokens but its ends, by their text (``_unwritten``).
+        self._controls: list[tuple[int, str]] | None = None
         #: The last greedy generation under a grammar's best tokens at each pick (``Heard``).
         self._heard: Heard | None = None
         path = Path(path)
@@ -375,6 +377,23 @@ class LlamaCppBackend:
 
     def _is_control(self, token: int) -> bool:
         return bool(_import().llama_vocab_is_control(self.llm._model.vocab, token))
+
+    def _unwritten(self, grammar: Grammar) -> frozenset[int]:
+        """The control tokens a reply under ``grammar`` never holds: every one but the ends and
+        those whose text the grammar writes itself (a call marker such as ``[TOOL_CALLS]``).
+
+        llama.cpp's grammar reads a control token as its text (``<|im_start|>`` is text to a text
+        answer's rule), while the reply's text is read without control tokens: a reply that opened
+        with one was a call to the grammar's matcher and no call to its parser, and a text answer
+        could hold the opening of a turn the model made up."""
+        if self._controls is None:
+            llama_cpp, vocab = _import(), self.llm._model.vocab
+            self._controls = [
+                (t, str(self.llm.detokenize([t], special=True).decode("utf-8", errors="replace")))
+                for t in range(self.llm.n_vocab())
+                if llama_cpp.llama_vocab_is_control(vocab, t) and not llama_cpp.llama_vocab_is_eog(vocab, t)]
+        written = "\x00".join(grammar.literals())  # no token's text holds a NUL: no match across two
+        return frozenset(t for t, text in self._controls if not text or text not in written)
 
     def tokenize(self, prompt: Prompt) -> list[int]:
         """Token ids of ``prompt``: template text with special tokens, message text without."""
@@ -593,6 +612,9 @@ class _Pick:
         self.vocab = backend.llm._model.vocab
         self.one_array = _one_array(llama_cpp)
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
+        #: Control tokens never picked under the grammar (``LlamaCppBackend._unwritten``).
+        unwritten = backend._unwritten(grammar) if grammar is not None else frozenset()
+        self.unwritten, self.unwritten_ids = unwritten, sorted(unwritten)
         if self.grammar is not None:
             self.all, self.all_array = _vocabulary(llama_cpp, backend)
 
@@ -601,10 +623,12 @@ class _Pick:
                        self.bonuses(reply) if self.bonuses is not None else {})
 
     def _allowed(self, token: int, logit: float = 0.0) -> bool:
-        return _allows(self.llama_cpp, self.grammar, self.one_array, token, logit)
+        return token not in self.unwritten and _allows(self.llama_cpp, self.grammar, self.one_array, token, logit)
 
     def _masked(self, scores: Any) -> Any:
-        return _masked(self.llama_cpp, self.grammar, self.all, self.all_array, scores)
+        masked = _masked(self.llama_cpp, self.grammar, self.all, self.all_array, scores)
+        masked[self.unwritten_ids] = float("-inf")
+        return masked
 
     def force(self, tokens: list[int]) -> int:
         if self.grammar is None:

@@ -312,6 +312,8 @@ class TransformersBackend:
         # fast-forwarded.
         added = getattr(self.tokenizer, "added_tokens_decoder", {}) or {}
         self._special = frozenset(self.tokenizer.all_special_ids) | {i for i, t in added.items() if getattr(t, "special", False)}
+        #: The special tokens but the ends, with their text (``_unwritten``).
+        self._specials: list[tuple[int, str]] | None = None
         # The logits' width, padded rows included (multimodal configs have no top-level vocab_size).
         self._vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
         self.engine_name = engine
@@ -342,6 +344,17 @@ class TransformersBackend:
             elif isinstance(value, (list, tuple)):
                 ids.update(int(v) for v in value)
         return ids
+
+    def _unwritten(self, grammar: Grammar) -> list[int]:
+        """The special tokens a reply under ``grammar`` never holds: every one but the ends and
+        those whose text the grammar writes itself (a call marker that is one). A mask engine may
+        read a special token as its text (xgrammar lets ``<|im_start|>`` open a text answer) while
+        the reply's text is read without special tokens: the two would not be the same reply."""
+        if self._specials is None:
+            self._specials = [(t, str(self.tokenizer.decode([t], skip_special_tokens=False)))
+                              for t in sorted(self._special - self._eog)]
+        written = "\x00".join(grammar.literals())  # no token's text holds a NUL: no match across two
+        return [t for t, text in self._specials if not text or text not in written]
 
     @property
     def engine(self) -> _Engine:
@@ -466,6 +479,8 @@ class TransformersBackend:
             if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
+        if grammar is not None and (unwritten := self._unwritten(grammar)):
+            steps.unwritten = torch.tensor(unwritten, device=self.device)
         if bias is not None:
             steps.bonuses = Bonuses(bias, self.reply_text, self._data_ids)
         # A greedy reply under a grammar is the one decisions are read after: what the model
@@ -513,6 +528,8 @@ class _Steps:
         self.full_masks = self.picks = 0
         self.heard: Heard | None = None
         self.bonuses: Bonuses | None = None
+        #: Special tokens never picked under the grammar (``TransformersBackend._unwritten``).
+        self.unwritten: Any = None
 
     def _forward(self, input_ids: Any) -> None:
         b = self.backend
@@ -539,6 +556,8 @@ class _Steps:
             seen = torch.tensor(penalised(reply), device=logits.device)
             picked = logits[seen]
             logits[seen] = torch.where(picked > 0, picked / self.penalty, picked * self.penalty)
+        if self.unwritten is not None:
+            logits[self.unwritten] = float("-inf")
         bonus = self.bonuses(reply) if self.bonuses is not None else {}
         # Where the bonuses act on a greedy pick, the row without them too: a change is recorded.
         plain = logits.clone() if bonus and self.temperature <= 0 else None

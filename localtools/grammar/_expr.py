@@ -77,6 +77,29 @@ class Grammar:
             g.rules[name] = rewrite(self.rules[name], lower)
         return g
 
+    def literals(self) -> frozenset[str]:
+        """Every string the grammar writes as it is, from its reachable rules: the ``Lit`` texts
+        and the ``Until`` markers (a call's opening tag, a reasoning's end tag)."""
+        found: set[str] = set()
+
+        def walk(e: Expr) -> None:
+            if isinstance(e, Lit):
+                found.add(e.text)
+            elif isinstance(e, Until):
+                found.add(e.marker)
+            elif isinstance(e, Seq):
+                for item in e.items:
+                    walk(item)
+            elif isinstance(e, Alt):
+                for option in e.options:
+                    walk(option)
+            elif isinstance(e, Repeat):
+                walk(e.item)
+
+        for name in self.reachable():
+            walk(self.rules[name])
+        return frozenset(found)
+
     def to_gbnf(self) -> str:
         """llama.cpp's GBNF, reachable rules only, root first."""
         # Every generation under a grammar hands llama.cpp its GBNF, and a turn generates several
