@@ -16,7 +16,8 @@ from ..grammar import Grammar, Resume, continuation
 from ._base import Bias, Generation, Parting, TextFeed, TokenChoice, first_stop
 from ._draw import best_ids
 
-__all__ = ["PENALTY_WINDOW", "Bonuses", "FastForward", "Heard", "Steps", "decode", "penalised", "top_choices"]
+__all__ = ["PENALTY_WINDOW", "Bonuses", "FastForward", "Heard", "Steps", "decode", "penalised", "top_choices",
+           "unwritten"]
 
 #: The repeat penalty applies to the reply's last this-many tokens (llama.cpp's default window),
 #: never to the prompt: copying values out of the question is not penalised.
@@ -251,3 +252,16 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
                       prompt_seconds=first - start, decode_seconds=end - first,
                       completion_tokens=len(out) - len(reply) if reply else None,
                       forced_tokens=forced_count, stop=stopped_by, parted=parted)
+
+
+def unwritten(controls: Sequence[tuple[int, str]], grammar: Grammar) -> list[int]:
+    """Of ``controls`` (a vocabulary's control tokens but its ends, each with its text), those a
+    reply under ``grammar`` never holds: every one but those whose text the grammar writes whole
+    (a call marker such as ``[TOOL_CALLS]``).
+
+    An engine's grammar may read a control token as its text (``<|im_start|>`` is text to a text
+    answer's rule, in llama.cpp's GBNF and xgrammar), while the reply's text is read without
+    control tokens: a reply that opened with one was a call to the engine and a cut call to the
+    parser, and a text answer could hold the opening of a turn the model made up."""
+    written = "\x00".join(grammar.literals())  # no token's text holds a NUL: no match across two
+    return [t for t, text in controls if not text or text not in written]

@@ -18,7 +18,7 @@ from .._types import Prompt
 from ..grammar import Grammar
 from ..host._gguf import read_metadata
 from ._base import Bias, Capabilities, Generation, Parting, TokenChoice
-from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices
+from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices, unwritten
 from ._draw import best_allowed, draw, nucleus_draw
 
 __all__ = ["START_CONTEXT", "ExtraBuffers", "LlamaCppBackend", "available_memory", "build_features", "extra_buffers_choice",
@@ -236,7 +236,7 @@ class LlamaCppBackend:
         #: Of the last generation under a grammar: (whole-vocabulary masks, tokens picked).
         self.mask_stats = (0, 0)
         self._all: Any = None
-        #: The vocabulary's control tokens but its ends, by their text (``_unwritten``).
+        #: The vocabulary's control tokens but its ends, with their text (``_controls_but_ends``).
         self._controls: list[tuple[int, str]] | None = None
         #: The last greedy generation under a grammar's best tokens at each pick (``Heard``).
         self._heard: Heard | None = None
@@ -378,22 +378,15 @@ class LlamaCppBackend:
     def _is_control(self, token: int) -> bool:
         return bool(_import().llama_vocab_is_control(self.llm._model.vocab, token))
 
-    def _unwritten(self, grammar: Grammar) -> frozenset[int]:
-        """The control tokens a reply under ``grammar`` never holds: every one but the ends and
-        those whose text the grammar writes itself (a call marker such as ``[TOOL_CALLS]``).
-
-        llama.cpp's grammar reads a control token as its text (``<|im_start|>`` is text to a text
-        answer's rule), while the reply's text is read without control tokens: a reply that opened
-        with one was a call to the grammar's matcher and no call to its parser, and a text answer
-        could hold the opening of a turn the model made up."""
+    def _controls_but_ends(self) -> list[tuple[int, str]]:
+        """The vocabulary's control tokens but its ends, with their text (``_decode.unwritten``)."""
         if self._controls is None:
             llama_cpp, vocab = _import(), self.llm._model.vocab
             self._controls = [
                 (t, str(self.llm.detokenize([t], special=True).decode("utf-8", errors="replace")))
                 for t in range(self.llm.n_vocab())
                 if llama_cpp.llama_vocab_is_control(vocab, t) and not llama_cpp.llama_vocab_is_eog(vocab, t)]
-        written = "\x00".join(grammar.literals())  # no token's text holds a NUL: no match across two
-        return frozenset(t for t, text in self._controls if not text or text not in written)
+        return self._controls
 
     def tokenize(self, prompt: Prompt) -> list[int]:
         """Token ids of ``prompt``: template text with special tokens, message text without."""
@@ -612,9 +605,10 @@ class _Pick:
         self.vocab = backend.llm._model.vocab
         self.one_array = _one_array(llama_cpp)
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
-        #: Control tokens never picked under the grammar (``LlamaCppBackend._unwritten``).
-        unwritten = backend._unwritten(grammar) if grammar is not None else frozenset()
-        self.unwritten, self.unwritten_ids = unwritten, sorted(unwritten)
+        #: Control tokens never picked under the grammar (``_decode.unwritten``): a set to ask, a
+        #: list to mask with.
+        self.unwritten_ids = unwritten(backend._controls_but_ends(), grammar) if grammar is not None else []
+        self.unwritten = frozenset(self.unwritten_ids)
         if self.grammar is not None:
             self.all, self.all_array = _vocabulary(llama_cpp, backend)
 

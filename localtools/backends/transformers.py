@@ -27,7 +27,7 @@ from ..host._catalog import cache_dir
 from ..host._gguf import read_metadata
 from ..host._machine import cpu_flags
 from ._base import Bias, Capabilities, Generation, Parting, TokenChoice
-from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices
+from ._decode import Bonuses, FastForward, Heard, decode, penalised, top_choices, unwritten
 from ._masks import Matcher, compile_grammar, new_matcher
 
 __all__ = ["DEFAULT_ENGINE", "ENGINES", "TransformersBackend", "converted_dir"]
@@ -312,7 +312,7 @@ class TransformersBackend:
         # fast-forwarded.
         added = getattr(self.tokenizer, "added_tokens_decoder", {}) or {}
         self._special = frozenset(self.tokenizer.all_special_ids) | {i for i, t in added.items() if getattr(t, "special", False)}
-        #: The special tokens but the ends, with their text (``_unwritten``).
+        #: The special tokens but the ends, with their text (``_specials_but_ends``).
         self._specials: list[tuple[int, str]] | None = None
         # The logits' width, padded rows included (multimodal configs have no top-level vocab_size).
         self._vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
@@ -345,16 +345,12 @@ class TransformersBackend:
                 ids.update(int(v) for v in value)
         return ids
 
-    def _unwritten(self, grammar: Grammar) -> list[int]:
-        """The special tokens a reply under ``grammar`` never holds: every one but the ends and
-        those whose text the grammar writes itself (a call marker that is one). A mask engine may
-        read a special token as its text (xgrammar lets ``<|im_start|>`` open a text answer) while
-        the reply's text is read without special tokens: the two would not be the same reply."""
+    def _specials_but_ends(self) -> list[tuple[int, str]]:
+        """The special tokens but the ends, with their text (``_decode.unwritten``)."""
         if self._specials is None:
             self._specials = [(t, str(self.tokenizer.decode([t], skip_special_tokens=False)))
                               for t in sorted(self._special - self._eog)]
-        written = "\x00".join(grammar.literals())  # no token's text holds a NUL: no match across two
-        return [t for t, text in self._specials if not text or text not in written]
+        return self._specials
 
     @property
     def engine(self) -> _Engine:
@@ -479,8 +475,8 @@ class TransformersBackend:
             if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
-        if grammar is not None and (unwritten := self._unwritten(grammar)):
-            steps.unwritten = torch.tensor(unwritten, device=self.device)
+        if grammar is not None and (never := unwritten(self._specials_but_ends(), grammar)):
+            steps.unwritten = torch.tensor(never, device=self.device)
         if bias is not None:
             steps.bonuses = Bonuses(bias, self.reply_text, self._data_ids)
         # A greedy reply under a grammar is the one decisions are read after: what the model
@@ -528,7 +524,7 @@ class _Steps:
         self.full_masks = self.picks = 0
         self.heard: Heard | None = None
         self.bonuses: Bonuses | None = None
-        #: Special tokens never picked under the grammar (``TransformersBackend._unwritten``).
+        #: Special tokens never picked under the grammar (``_decode.unwritten``).
         self.unwritten: Any = None
 
     def _forward(self, input_ids: Any) -> None:
