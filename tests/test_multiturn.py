@@ -126,6 +126,56 @@ def test_a_decision_that_changed_a_reply_is_counted_in_the_case(cases: dict[str,
     assert result.taken == {"echo": 1} and result.decoded[0] == [[call_text(name, arguments)]]
 
 
+def _tc(call: str) -> str:
+    name, arguments = _parsed(call)
+    return tc(name, **arguments)
+
+
+def _offered_in(prompt: str, names: set[str]) -> set[str]:
+    return {n for n in names if f'"name": "{n}"' in prompt}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_routed_mode_offers_each_turn_only_the_routers_tools_and_the_case_still_passes(cases: dict[str, list[Any]],
+                                                                                       seed: int) -> None:
+    from localtools.agent._routing import RuleRouter
+
+    rng = random.Random(seed)
+    case = rng.choice([c for c in cases["multi_turn_base"] if all(_keywords_only(s) for t in c.ground_truth for s in t)
+                       and len(c.functions) > 8])
+    needed = {_parsed(s)[0] for t in case.ground_truth for s in t}
+    replies = [r for calls in case.ground_truth for r in [*(_tc(s) for s in calls), "Done."]]
+    backend = ScriptedBackend(replies)
+    mode = MultiTurnMode("routed", True, None, RuleRouter(names=sorted(needed)))
+    result = run_multi_turn_case(Model(backend, family="qwen2.5"), case, mode, max_steps=20)
+    assert result.correct, (result.error, result.decoded)
+    every = {f["name"] for f in case.functions}
+    # Every prompt lists the router's tools and none of the others.
+    assert all(_offered_in(p.text, every) == needed for p in backend.prompts)
+
+
+def test_an_embedding_router_offers_each_model_turn_its_k_nearest_tools(cases: dict[str, list[Any]]) -> None:
+    from localtools.agent._routing import EmbeddingRouter
+
+    def embed(texts: list[str]) -> list[list[float]]:  # letters counted: a stand-in for meaning, deterministic
+        return [[float(t.lower().count(ch)) + 0.01 for ch in "abcdefghijklmnopqrstuvwxyz"] for t in texts]
+
+    case = next(c for c in cases["multi_turn_base"] if len(c.functions) > 10 and len(c.turns) > 2)
+    backend = ScriptedBackend(["Done."] * len(case.turns))
+    router = EmbeddingRouter(3, embed=embed)
+    result = run_multi_turn_case(Model(backend, family="qwen2.5"), case, MultiTurnMode("routed", True, None, router))
+    tools = tools_for(case.functions, instances(case))
+    every = {t.name for t in tools}
+    asked: list[dict[str, Any]] = []
+    for turn, prompt in zip(case.turns, backend.prompts, strict=True):
+        asked += turn
+        # Nearest the turn's own request, whatever came before it.
+        assert _offered_in(prompt.text, every) == {t.name for t in router.select(asked, tools, keep=())}
+        assert len(_offered_in(prompt.text, every)) == 3
+        asked.append({"role": "assistant", "content": "Done."})
+    assert result.turns == len(case.turns)
+
+
 def test_a_run_cut_by_the_step_limit_fails_the_case(cases: dict[str, list[Any]]) -> None:
     case = next(c for c in cases["multi_turn_base"] if "GorillaFileSystem" in c.involved_classes)
     model = Model(ScriptedBackend([tc("ls"), tc("pwd"), tc("ls", a=True)]), family="qwen2.5")
@@ -154,6 +204,8 @@ def test_a_short_case_runs_end_to_end_on_real_weights_and_the_checker_scores_wha
     (["--category", "multi_turn_base", "--category", "simple_python"], "only the multi-turn categories"),
     (["--category", "multi_turn_base", "--scenarios"], "drop --peer"),
     (["--category", "simple_python", "--max-steps", "3"], "--max-steps applies to the multi-turn categories"),
+    (["--category", "simple_python", "--route-k", "3"], "--route-k applies to --pooled and the multi-turn categories"),
+    (["--category", "multi_turn_base", "--route-k", "-1"], "--route-k takes a number of tools, at least 1"),
 ])
 def test_the_bench_refuses_what_a_multi_turn_run_cannot_mix(argv: list[str], wanted: str,
                                                              capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from .._errors import AgentError, DataError, LocalToolsError
 from ..agent._agent import Agent
+from ..agent._routing import Router
 from ..agent._trace import CallOutcome
 from ..host._catalog import cache_dir
 from ..model._decide import Decisions
@@ -158,6 +159,8 @@ class MultiTurnMode:
     constrained: bool
     #: ``None``: greedy where the grammar leaves a choice.
     decisions: Decisions | None
+    #: Picks the tools each model turn is offered (``None``: all of the case's).
+    router: Router | None = None
 
 
 @dataclass
@@ -222,7 +225,7 @@ def run_multi_turn_case(model: Model, case: MultiTurnCase, mode: MultiTurnMode, 
                 turn = turn or [{"role": "user", "content": ADDED_FUNCTIONS}]
             messages += [dict(m) for m in turn]
             agent = Agent(model, tools_for(functions, apis), system=system, max_steps=max_steps,
-                          constrained=mode.constrained, max_tokens=max_tokens)
+                          constrained=mode.constrained, max_tokens=max_tokens, router=mode.router)
             try:
                 run = agent.run(messages)
             except (AgentError, LocalToolsError) as exc:  # the step limit, a model that kept failing

@@ -67,7 +67,10 @@ def add_parser(sub: Any) -> None:
                        "call, mean/max prompt tokens, and the prompts that leave fewer than --max-tokens of the "
                        "model's context (not generated; scored wrong). localtools' own modes only")
     bench.add_argument("--route-k", type=int, action="append", metavar="K",
-                       help="with --pooled: tools the router offers per case (repeatable; default 5)")
+                       help="with --pooled: tools the router offers per case (repeatable; default 5). On the multi-turn "
+                       "categories: each mode once per K, every model turn offered the K tools nearest the user's "
+                       "last message (EmbeddingRouter, the routing extra; a tool called earlier in the turn stays "
+                       "offered); 0: all the case's tools (the default)")
     bench.add_argument("--max-steps", type=int, metavar="N",
                        help="multi-turn categories: model turns a user turn may take before it is cut short and the case "
                        "fails, as BFCL fails a forced quit (default 10; BFCL's own limit is 20)")
@@ -204,6 +207,7 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
+    from ..agent._routing import EmbeddingRouter
     from ..bench._multiturn import MULTI_TURN_CATEGORIES, MultiTurnMode, bfcl_instruction, pick_cases, run_multi_turn_case
     from ..model._load import resolve_decisions
 
@@ -214,18 +218,25 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
     if args.peer or args.peers_only or args.pooled or args.scenarios or args.levers or args.data or args.plot:
         raise UsageError("the multi-turn categories run localtools' own modes on BFCL's data: drop --peer, --peers-only, "
                          "--pooled, --scenarios, --levers, --data and --plot")
+    if any(isinstance(k, bool) or k < 0 for k in args.route_k or ()):
+        raise UsageError(f"--route-k takes a number of tools, at least 1 (or 0: all of them); got {min(args.route_k)}")
+    # A router per K (0: none): a bad K or a missing routing extra fails now, not after loading the models.
+    routers = {k: EmbeddingRouter(k) if k else None for k in dict.fromkeys(args.route_k or [0])}
     names, backends = _bench_targets(args)
     models = _bench_models(args, names, backends)
     modes: list[tuple[Any, MultiTurnMode]] = []
     for (name, backend), model in models.items():
-        for decoding in args.mode or ["free", "constrained"]:
-            if decoding == "free":
-                modes.append((model, MultiTurnMode(f"{name} {backend} free", False, None)))
-                continue
-            for setting in args.decisions or ["default"]:
-                decisions = model.decisions if setting == "default" and not args.decisions else \
-                    resolve_decisions(setting, name)
-                modes.append((model, MultiTurnMode(f"{name} {backend} constrained {setting}", True, decisions)))
+        for k, router in routers.items():
+            routed = f" route {k}" if k else ""
+            for decoding in args.mode or ["free", "constrained"]:
+                if decoding == "free":
+                    modes.append((model, MultiTurnMode(f"{name} {backend} free{routed}", False, None, router)))
+                    continue
+                for setting in args.decisions or ["default"]:
+                    decisions = model.decisions if setting == "default" and not args.decisions else \
+                        resolve_decisions(setting, name)
+                    modes.append((model, MultiTurnMode(f"{name} {backend} constrained {setting}{routed}", True, decisions,
+                                                       router)))
     cases = [c for category in categories for c in pick_cases(category, args.sample, args.seed)]
     max_steps = args.max_steps or 10
     system = bfcl_instruction() if args.system is None else args.system
@@ -263,7 +274,7 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
     _common.print_table(table)
     if args.json:
         meta = {"categories": categories, "sample": args.sample, "seed": args.seed, "max_steps": max_steps, "system": system,
-                "max_tokens": args.max_tokens, "checker": "bfcl_eval multi_turn_checker"}
+                "max_tokens": args.max_tokens, "route_k": list(routers), "checker": "bfcl_eval multi_turn_checker"}
         Path(args.json).write_text(json.dumps({"meta": meta, "summary": rows, "cases": [asdict(r) for r in results]},
                                               indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
@@ -464,7 +475,7 @@ def main(args: argparse.Namespace) -> int:
     if args.max_steps is not None:
         raise UsageError("--max-steps applies to the multi-turn categories")
     if args.route_k:
-        raise UsageError("--route-k applies to --pooled")
+        raise UsageError("--route-k applies to --pooled and the multi-turn categories")
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
     if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None
