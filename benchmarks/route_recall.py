@@ -1,11 +1,13 @@
 """The router alone: how often the expected tool is among the top k of a pooled BFCL tool set.
 
-    .venv/bin/python benchmarks/route_recall.py [--category multiple] [--k 1 --k 3 --k 5 --k 8]
+    .venv/bin/python benchmarks/route_recall.py [--data DIR] [--category multiple] [--k 1 --k 3 --k 5 --k 8]
 
-Every case's tools of the category go into one pool (deduplicated by name, as ``localtools bench
+Every case's tools of the categories go into one pool (deduplicated by name, as ``localtools bench
 --pooled`` does); each case's question is routed with ``EmbeddingRouter(k)`` (all-MiniLM-L6-v2, the
 ``routing`` extra) and counts as found when every tool its expected calls name is offered. No model
 generates anything. Prints a Markdown table: k, recall, and mean milliseconds per question.
+``--data`` reads another BFCL-format folder, such as a development set in another language
+(benchmarks/data/dev/zh): the router's recall by the language of the question.
 """
 
 from __future__ import annotations
@@ -20,13 +22,16 @@ from localtools.bench import bfcl_data_dir, load_cases, pool_tools
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--category", default="multiple")
+    parser.add_argument("--data", metavar="DIR", help="a BFCL-format folder (default: BFCL v4 from the bfcl-eval wheel)")
+    parser.add_argument("--category", action="append", help="repeatable (default multiple)")
     parser.add_argument("--k", type=int, action="append", help="repeatable (default 1, 3, 5, 8)")
     args = parser.parse_args()
-    cases = load_cases(bfcl_data_dir(), args.category)
+    categories = args.category or ["multiple"]
+    folder = args.data or bfcl_data_dir()
+    cases = [case for category in categories for case in load_cases(folder, category)]
     pool = pool_tools(cases)
     tools = [Tool.from_schema(spec, lambda **_: None) for spec in pool.specs]
-    print(f"{len(cases)} {args.category} cases, {len(tools)} pooled tools\n")
+    print(f"{len(cases)} {', '.join(categories)} cases of {folder}, {len(tools)} pooled tools\n")
     print("| k | expected tool offered | ms per question |")
     print("| --- | --- | --- |")
     for k in args.k or [1, 3, 5, 8]:
