@@ -66,7 +66,7 @@ from .agent._middleware import (
 from .agent._otel import OpenTelemetry
 from .agent._redact import DEFAULT_SENSITIVE_KEYS, redact, redact_json
 from .agent._results import Full, Pick, ResultContext, ResultPolicy, Summarize, Truncate
-from .agent._routing import EmbeddingRouter, Router, Routers, RuleRouter
+from .agent._routing import EmbeddingRouter, ModelRouter, Router, Routers, RuleRouter
 from .backends.scripted import ScriptedBackend
 from .families._choose import FamilyCheck, FamilyMismatchWarning, Verdict, choose_family, register_family
 from .families._derive import Derived, derive
@@ -146,6 +146,7 @@ __all__ = [
     "MissingDependency",
     "Model",
     "ModelError",
+    "ModelRouter",
     "Observer",
     "OpenTelemetry",
     "Pick",

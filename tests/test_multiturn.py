@@ -206,6 +206,8 @@ def test_a_short_case_runs_end_to_end_on_real_weights_and_the_checker_scores_wha
     (["--category", "simple_python", "--max-steps", "3"], "--max-steps applies to the multi-turn categories"),
     (["--category", "simple_python", "--route-k", "3"], "--route-k applies to --pooled and the multi-turn categories"),
     (["--category", "multi_turn_base", "--route-k", "-1"], "--route-k takes a number of tools, at least 1"),
+    (["--category", "simple_python", "--router", "model"], "--router applies to --route-k on the multi-turn"),
+    (["--pooled", "--router", "model"], "--router model applies to the multi-turn categories"),
 ])
 def test_the_bench_refuses_what_a_multi_turn_run_cannot_mix(argv: list[str], wanted: str,
                                                              capsys: pytest.CaptureFixture[str]) -> None:

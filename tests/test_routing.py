@@ -460,3 +460,99 @@ def test_cli_run_route_offers_the_nearest_tools(monkeypatch: pytest.MonkeyPatch,
     assert capsys.readouterr().out.strip() == "Sunny."
     first = backend.prompts[0].text
     assert "get_weather" in first and "get_stock" not in first and "send_mail" not in first
+
+
+# -- ModelRouter --------------------------------------------------------------------------------
+
+
+def naming(table: dict[str, dict[str, float]]) -> ScriptedBackend:
+    """A backend whose next-token distribution after each reply text is ``table``'s."""
+    return ScriptedBackend(["Done."], choices=table)
+
+
+WEATHER_FIRST = {"": {"get_weather": 0.5, "`": 0.3, "send_email": 0.15, "Hello": 0.05},
+                 "`": {"translate_text": 0.9, "get_weather": 0.1}}
+
+
+def test_model_router_ranks_by_the_models_probability_of_each_name() -> None:
+    router = _routing.ModelRouter(Model(naming(WEATHER_FIRST), family="qwen2.5"), k=3)
+    # get_weather 0.5 + 0.03, translate_text 0.27 (after a backtick), send_email 0.15; "Hello" names none.
+    shares = router.shares("天气怎么样？", TOOLS)
+    assert {n for n, v in shares.items() if v > 0} == {"get_weather", "translate_text", "send_email"}
+    assert shares["get_weather"] == pytest.approx(0.53 / 0.95) and sum(shares.values()) == pytest.approx(1)
+    assert names(router.select(user("天气怎么样？"), TOOLS)) == ["get_weather", "translate_text", "send_email"]
+    assert names(router.select(user("天气怎么样？"), TOOLS, keep={"search_books", "get_weather"})) == \
+        ["get_weather", "translate_text", "send_email", "search_books"]
+
+
+def test_model_router_asks_with_every_tools_line_and_the_request_as_written() -> None:
+    asked: list[str] = []
+
+    def choices(prompt: Any, text: str) -> dict[str, float]:
+        asked.append(prompt.text)
+        return {"convert_currency": 1.0}
+
+    router = _routing.ModelRouter(Model(ScriptedBackend([], choices=choices), family="qwen2.5"), k=1)
+    question = "¿Cuántos euros son 20 dólares?"
+    assert names(router.select([*user("hola"), {"role": "assistant", "content": "¡Hola!"}, *user(question)], TOOLS)) == \
+        ["convert_currency"]
+    assert len(asked) == 1 and question in asked[0] and "hola" not in asked[0]
+    # One line a tool: its name and the first sentence of its description.
+    assert all(f"- {t.name}: {t.description.split('. ')[0]}" in asked[0] for t in TOOLS)
+
+
+def test_model_router_asks_once_per_request_and_tool_set() -> None:
+    backend = naming(WEATHER_FIRST)
+    router = _routing.ModelRouter(Model(backend, family="qwen2.5"), k=2)
+    router.select(user("weather in Oslo?"), TOOLS)
+    questions = len(backend.asked)
+    assert questions >= 1
+    router.select([*user("weather in Oslo?"), {"role": "assistant", "content": "", "tool_calls": []}], TOOLS)
+    assert len(backend.asked) == questions  # the next model turn of the same request
+    router.select(user("weather in Oslo?"), TOOLS[:4])
+    assert len(backend.asked) > questions  # another tool set is asked again
+
+
+def test_model_router_offers_all_without_asking_when_k_covers_them_and_keeps_order_without_a_question() -> None:
+    backend = naming(WEATHER_FIRST)
+    router = _routing.ModelRouter(Model(backend, family="qwen2.5"), k=6)
+    assert names(router.select(user("weather?"), TOOLS)) == names(TOOLS) and backend.asked == []
+    router = _routing.ModelRouter(Model(backend, family="qwen2.5"), k=2)
+    assert names(router.select([{"role": "system", "content": "hi"}], TOOLS)) == names(TOOLS[:2]) and backend.asked == []
+
+
+@pytest.mark.parametrize("k", [0, -1, 2.5, True])
+def test_model_router_k_must_be_a_positive_whole_number(k: Any) -> None:
+    with pytest.raises(UsageError, match="at least 1"):
+        _routing.ModelRouter(Model(naming({}), family="qwen2.5"), k=k)
+
+
+def test_model_router_needs_a_backend_that_gives_next_token_probabilities() -> None:
+    with pytest.raises(UsageError, match="the scripted backend does not give them"):
+        _routing.ModelRouter(Model(ScriptedBackend(["x"]), family="qwen2.5"))
+
+
+def test_agent_with_a_model_router_offers_the_models_picks() -> None:
+    backend = ScriptedBackend([tool_call("get_weather", city="Oslo"), "Sunny."], choices=WEATHER_FIRST)
+    result = Agent(Model(backend, family="qwen2.5"), TOOLS, router=_routing.ModelRouter(Model(backend, family="qwen2.5"), k=2)
+                   ).run("Wie ist das Wetter in Oslo?")
+    assert result.answer == "Sunny."
+    assert result.trace[0].offered == ["get_weather", "translate_text"]
+    assert '"send_email"' not in backend.prompts[0].text and '"translate_text"' in backend.prompts[0].text
+
+
+@pytest.mark.model
+def test_model_router_on_real_weights_returns_k_of_the_given_tools_whatever_the_weights_prefer() -> None:
+    from conftest import load_once
+
+    model = load_once("qwen2.5-coder-0.5b")
+    router = _routing.ModelRouter(model, k=3)
+    for question in ("What is the weather in Oslo?", "把这句话翻译成英文：你好", "東京の天気は？"):
+        shares = router.shares(question, TOOLS)
+        assert shares and all(0 <= v <= 1 for v in shares.values()) and sum(shares.values()) == pytest.approx(1)
+        picked = names(router.select(user(question), TOOLS, keep={"search_books"}))
+        assert len(picked) in (3, 4) and len(set(picked)) == len(picked) and set(picked) <= set(names(TOOLS))
+        assert "search_books" in picked
+        # Best first: the order follows the model's shares.
+        ranked = [shares.get(n, 0.0) for n in picked[:3]]
+        assert ranked == sorted(ranked, reverse=True)

@@ -1,8 +1,9 @@
 """Routing among many tools: offer each model turn only the tools that fit the conversation.
 
 With a hundred tools a small model's prompt fills up and its choice collapses. A router picks a
-few per turn, by embedding similarity (``EmbeddingRouter``), by rules (``RuleRouter``) or both
-(``RuleRouter(...) | EmbeddingRouter(...)``); ``Agent(model, tools, router=...)`` offers only
+few per turn, by embedding similarity (``EmbeddingRouter``), by the model's own probability of
+each tool's name (``ModelRouter``: any language the model reads), by rules (``RuleRouter``) or
+several (``RuleRouter(...) | EmbeddingRouter(...)``); ``Agent(model, tools, router=...)`` offers only
 those, so the prompt and the grammar hold only those. A tool called earlier in the run is passed
 in ``keep`` and always stays offered.
 """
@@ -20,9 +21,13 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._errors import MissingDependency, UsageError
+from ..backends._base import NextTokens
+from ..model._decide import branch_shares
+from ..model._model import Model
 from ..tools._tools import Tool
 
-__all__ = ["ROUTING_HINT", "Embedder", "EmbeddingRouter", "Router", "Routers", "RuleRouter", "minilm_embedder", "tool_text"]
+__all__ = ["ROUTING_HINT", "Embedder", "EmbeddingRouter", "ModelRouter", "Router", "Routers", "RuleRouter", "minilm_embedder",
+           "tool_text"]
 
 ROUTING_HINT = ("pip install torch==2.13.0 'localtools[routing]'  (pin torch on CPU: a bare torch pulls a multi-GB "
                 "CUDA build)")
@@ -253,3 +258,93 @@ class EmbeddingRouter(_Combinable):
 
     def __repr__(self) -> str:
         return f"EmbeddingRouter(k={self.k}, query={self.query!r})"
+
+
+#: What ``ModelRouter`` asks; the request goes in the user's message as written.
+_PICK_SYSTEM = "You pick the one tool that serves a request. Tools:\n"
+_PICK_USER = "\n\nWhich tool? Reply with its name only."
+#: Characters a reply may open with or close a name with (a name in quotes or code).
+_WRAP = " `'\"*\n"
+#: Rankings a ModelRouter keeps (each model turn of one request asks the same question).
+_CACHED_RANKINGS = 64
+
+
+def _about(tool: Tool, limit: int = 120) -> str:
+    """A tool's description as one short line: its first sentence, at most ``limit`` characters."""
+    text = " ".join(tool.description.split())
+    return text.split(". ")[0][:limit]
+
+
+def _names_branch(name: str) -> Callable[[str, str, bool], bool]:
+    """Holds while the reply (past quotes or backticks) is a prefix of ``name``, or ``name``
+    followed by anything that cannot go on a name."""
+
+    def fits(so_far: str, added: str, ended: bool) -> bool:
+        text = (so_far + added).lstrip(_WRAP)
+        if ended:
+            return text.rstrip(_WRAP + ".") == name
+        if name.startswith(text):
+            return True
+        return text.startswith(name) and not (text[len(name)].isalnum() or text[len(name)] == "_")
+
+    return fits
+
+
+class ModelRouter(_Combinable):
+    """The ``k`` tools the model itself finds likeliest for the user's last message, then any
+    ``keep`` tools not among them.
+
+    The model is shown the tools as one line each (name and the first sentence of the
+    description) and the request, and asked for the tool's name; each tool's share is the
+    probability of its name (the model's next-token distribution, walked name by name:
+    ``branch_shares``). No text is generated and no other model is loaded, and it reads a request
+    in any language the model reads (the packaged embedder reads English). It needs a backend
+    that declares ``next_tokens`` (llama-cpp, transformers, llama-server). A tool the model gives
+    no mass ranks after the others, in registry order. Rankings are kept per request and tool set.
+    """
+
+    def __init__(self, model: Model, k: int = 8, *, top: int = 20, depth: int = 8, floor: float = 0.002) -> None:
+        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+            raise UsageError(f"ModelRouter k must be a whole number of tools, at least 1; got {k!r}")
+        if not (model.backend.capabilities.next_tokens and isinstance(model.backend, NextTokens)):
+            raise UsageError(f"ModelRouter reads the model's next-token probabilities; the {model.backend.name} backend "
+                             "does not give them (use llama-cpp, transformers or llama-server, or EmbeddingRouter)")
+        self.model, self.k, self.top, self.depth, self.floor = model, k, top, depth, floor
+        self._source: NextTokens = model.backend
+        self._rankings: OrderedDict[tuple[str, tuple[str, ...]], list[str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def shares(self, question: str, tools: Sequence[Tool]) -> dict[str, float]:
+        """Each tool's share of the model's probability of naming it (0 where it gives it none);
+        empty when none of the model's likeliest replies names a tool."""
+        listing = "\n".join(f"- {t.name}: {_about(t)}".rstrip(": ") for t in tools)
+        messages = [{"role": "system", "content": _PICK_SYSTEM + listing},
+                    {"role": "user", "content": question + _PICK_USER}]
+        prompt = self.model.render(messages)
+        return branch_shares(self._source, prompt, [], "", {t.name: _names_branch(t.name) for t in tools},
+                             k=self.top, depth=self.depth, floor=self.floor)
+
+    def ranking(self, messages: list[dict[str, Any]], tools: Sequence[Tool]) -> list[str]:
+        """The tools' names, likeliest first."""
+        question = _query(messages, "last_user").strip()
+        key = (question, tuple(t.name for t in tools))
+        with self._lock:  # one question at a time: the backend answers one at a time anyway
+            if key in self._rankings:
+                self._rankings.move_to_end(key)
+                return self._rankings[key]
+            shares = self.shares(question, tools) if question else {}
+            order = [tools[i].name for i in sorted(range(len(tools)), key=lambda i: (-shares.get(tools[i].name, 0.0), i))]
+            self._rankings[key] = order
+            while len(self._rankings) > _CACHED_RANKINGS:
+                self._rankings.popitem(last=False)
+            return order
+
+    def select(self, messages: list[dict[str, Any]], tools: Sequence[Tool], keep: Collection[str] = ()) -> list[Tool]:
+        if self.k >= len(tools):
+            return list(tools)
+        by_name = {t.name: t for t in tools}
+        chosen = self.ranking(messages, tools)[: self.k]
+        return [by_name[n] for n in chosen] + [t for t in tools if t.name in keep and t.name not in chosen]
+
+    def __repr__(self) -> str:
+        return f"ModelRouter({self.model.name!r}, k={self.k})"

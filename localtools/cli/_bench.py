@@ -71,6 +71,10 @@ def add_parser(sub: Any) -> None:
                        "categories: each mode once per K, every model turn offered the K tools nearest the user's "
                        "last message (EmbeddingRouter, the routing extra; a tool called earlier in the turn stays "
                        "offered); 0: all the case's tools (the default)")
+    bench.add_argument("--router", choices=["embedding", "model"], default="embedding",
+                       help="with --route-k on the multi-turn categories: embedding (EmbeddingRouter, the packaged "
+                       "MiniLM, which reads English; default) or model (ModelRouter: the model's own probability of "
+                       "each tool's name, in any language it reads)")
     bench.add_argument("--max-steps", type=int, metavar="N",
                        help="multi-turn categories: model turns a user turn may take before it is cut short and the case "
                        "fails, as BFCL fails a forced quit (default 10; BFCL's own limit is 20)")
@@ -207,7 +211,7 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from ..agent._routing import EmbeddingRouter
+    from ..agent._routing import EmbeddingRouter, ModelRouter
     from ..bench._multiturn import MULTI_TURN_CATEGORIES, MultiTurnMode, bfcl_instruction, pick_cases, run_multi_turn_case
     from ..model._load import resolve_decisions
 
@@ -220,14 +224,17 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
                          "--pooled, --scenarios, --levers, --data and --plot")
     if any(isinstance(k, bool) or k < 0 for k in args.route_k or ()):
         raise UsageError(f"--route-k takes a number of tools, at least 1 (or 0: all of them); got {min(args.route_k)}")
-    # A router per K (0: none): a bad K or a missing routing extra fails now, not after loading the models.
-    routers = {k: EmbeddingRouter(k) if k else None for k in dict.fromkeys(args.route_k or [0])}
+    ks = list(dict.fromkeys(args.route_k or [0]))
+    if args.router == "embedding":
+        for k in filter(None, ks):  # a missing routing extra fails now, not after loading the models
+            EmbeddingRouter(k)
     names, backends = _bench_targets(args)
     models = _bench_models(args, names, backends)
     modes: list[tuple[Any, MultiTurnMode]] = []
     for (name, backend), model in models.items():
-        for k, router in routers.items():
-            routed = f" route {k}" if k else ""
+        for k in ks:
+            router = None if not k else EmbeddingRouter(k) if args.router == "embedding" else ModelRouter(model, k)
+            routed = f" route {k}{' by the model' if args.router == 'model' else ''}" if k else ""
             for decoding in args.mode or ["free", "constrained"]:
                 if decoding == "free":
                     modes.append((model, MultiTurnMode(f"{name} {backend} free{routed}", False, None, router)))
@@ -274,7 +281,7 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
     _common.print_table(table)
     if args.json:
         meta = {"categories": categories, "sample": args.sample, "seed": args.seed, "max_steps": max_steps, "system": system,
-                "max_tokens": args.max_tokens, "route_k": list(routers), "checker": "bfcl_eval multi_turn_checker"}
+                "max_tokens": args.max_tokens, "route_k": ks, "router": args.router, "checker": "bfcl_eval multi_turn_checker"}
         Path(args.json).write_text(json.dumps({"meta": meta, "summary": rows, "cases": [asdict(r) for r in results]},
                                               indent=1), encoding="utf-8")
         print(f"wrote {args.json}")
@@ -292,6 +299,8 @@ def _bench_pooled(args: argparse.Namespace) -> int:
     if args.peer or args.peers_only or args.plot or args.scenarios:
         raise UsageError("--pooled runs localtools' own modes only (it counts each prompt's tokens before generating): "
                          "drop --peer, --peers-only, --plot and --scenarios")
+    if args.router != "embedding":
+        raise UsageError("--pooled routes by embedding; --router model applies to the multi-turn categories")
     ks = list(dict.fromkeys(args.route_k or [5]))
     for k in ks:
         EmbeddingRouter(k)  # a bad k or a missing routing extra fails now, not after loading the models
@@ -476,6 +485,8 @@ def main(args: argparse.Namespace) -> int:
         raise UsageError("--max-steps applies to the multi-turn categories")
     if args.route_k:
         raise UsageError("--route-k applies to --pooled and the multi-turn categories")
+    if args.router != "embedding":
+        raise UsageError("--router applies to --route-k on the multi-turn categories")
     if args.peers_only and not args.peer:
         raise UsageError("--peers-only needs at least one --peer")
     if (args.call_threshold is not None or args.more_threshold is not None or args.form_threshold is not None
