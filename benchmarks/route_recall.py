@@ -1,13 +1,15 @@
 """The router alone: how often the expected tool is among the top k of a pooled BFCL tool set.
 
     .venv/bin/python benchmarks/route_recall.py [--data DIR] [--category multiple] [--k 1 --k 3 --k 5 --k 8]
+        [--router model -m qwen2.5-coder-0.5b]
 
 Every case's tools of the categories go into one pool (deduplicated by name, as ``localtools bench
 --pooled`` does); each case's question is routed with ``EmbeddingRouter(k)`` (all-MiniLM-L6-v2, the
 ``routing`` extra) and counts as found when every tool its expected calls name is offered. No model
 generates anything. Prints a Markdown table: k, recall, and mean milliseconds per question.
 ``--data`` reads another BFCL-format folder, such as a development set in another language
-(benchmarks/data/dev/zh): the router's recall by the language of the question.
+(benchmarks/data/dev/zh): the router's recall by the language of the question. ``--router model``
+ranks by the model's own probability of each tool's name (``ModelRouter``) instead of by embedding.
 """
 
 from __future__ import annotations
@@ -15,8 +17,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from localtools import Tool
-from localtools.agent._routing import EmbeddingRouter
+from localtools import Tool, load
+from localtools.agent._routing import EmbeddingRouter, ModelRouter, Router
 from localtools.bench import bfcl_data_dir, load_cases, pool_tools
 
 
@@ -25,6 +27,8 @@ def main() -> None:
     parser.add_argument("--data", metavar="DIR", help="a BFCL-format folder (default: BFCL v4 from the bfcl-eval wheel)")
     parser.add_argument("--category", action="append", help="repeatable (default multiple)")
     parser.add_argument("--k", type=int, action="append", help="repeatable (default 1, 3, 5, 8)")
+    parser.add_argument("--router", choices=["embedding", "model"], default="embedding")
+    parser.add_argument("--model", "-m", default="qwen2.5-coder-0.5b", help="with --router model: the model that ranks")
     args = parser.parse_args()
     categories = args.category or ["multiple"]
     folder = args.data or bfcl_data_dir()
@@ -34,8 +38,10 @@ def main() -> None:
     print(f"{len(cases)} {', '.join(categories)} cases of {folder}, {len(tools)} pooled tools\n")
     print("| k | expected tool offered | ms per question |")
     print("| --- | --- | --- |")
+    model = load(args.model) if args.router == "model" else None
+    print(f"router: {args.router}{f' ({args.model})' if model else ''}\n")
     for k in args.k or [1, 3, 5, 8]:
-        router = EmbeddingRouter(k)
+        router: Router = EmbeddingRouter(k) if model is None else ModelRouter(model, k)
         router.select([{"role": "user", "content": "warm up"}], tools, keep=())  # loads MiniLM, embeds the pool
         found, started = 0, time.perf_counter()
         for case in cases:
