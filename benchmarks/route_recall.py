@@ -36,13 +36,13 @@ def main() -> None:
     pool = pool_tools(cases)
     tools = [Tool.from_schema(spec, lambda **_: None) for spec in pool.specs]
     print(f"{len(cases)} {', '.join(categories)} cases of {folder}, {len(tools)} pooled tools\n")
-    print("| k | expected tool offered | ms per question |")
-    print("| --- | --- | --- |")
     model = load(args.model) if args.router == "model" else None
     print(f"router: {args.router}{f' ({args.model})' if model else ''}\n")
+    print("| k | expected tool offered | ms per question |")
+    print("| --- | --- | --- |")
     for k in args.k or [1, 3, 5, 8]:
         router: Router = EmbeddingRouter(k) if model is None else ModelRouter(model, k)
-        router.select([{"role": "user", "content": "warm up"}], tools, keep=())  # loads MiniLM, embeds the pool
+        router.select([{"role": "user", "content": "warm up"}], tools, keep=())  # loads MiniLM and embeds the pool, or reads the listing
         found, started = 0, time.perf_counter()
         for case in cases:
             offered = {t.name for t in router.select(case.messages, tools, keep=())}

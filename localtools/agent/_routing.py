@@ -105,6 +105,18 @@ class RuleRouter(_Combinable):
         return f"RuleRouter(tags={sorted(self.tags)}, names={list(self.names)}, always={sorted(self.always)})"
 
 
+def _check_k(router: str, k: object) -> None:
+    if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        raise UsageError(f"{router} k must be a whole number of tools, at least 1; got {k!r}")
+
+
+def _top(tools: Sequence[Tool], order: Sequence[int], k: int, keep: Collection[str]) -> list[Tool]:
+    """The first ``k`` of ``order`` (indices into ``tools``, best first), then the ``keep`` tools not among them."""
+    best = order[:k]
+    chosen = {tools[i].name for i in best}
+    return [tools[i] for i in best] + [t for t in tools if t.name in keep and t.name not in chosen]
+
+
 def _words(name: str) -> str:
     spaced = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", name)  # getWeather -> get Weather
     return " ".join(re.split(r"[\s_.\-/:]+", spaced)).strip()
@@ -204,8 +216,7 @@ class EmbeddingRouter(_Combinable):
 
     def __init__(self, k: int = 8, *, embed: Embedder | None = None,
                  query: Literal["last_user", "conversation"] = "last_user") -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise UsageError(f"EmbeddingRouter k must be a whole number of tools, at least 1; got {k!r}")
+        _check_k("EmbeddingRouter", k)
         if query not in ("last_user", "conversation"):
             raise UsageError(f"EmbeddingRouter query must be 'last_user' or 'conversation', got {query!r}")
         if embed is None and _minilm_missing():
@@ -252,9 +263,7 @@ class EmbeddingRouter(_Combinable):
         if self.k >= len(tools):
             return list(tools)
         scores = self.scores(messages, tools)
-        best = sorted(range(len(tools)), key=lambda i: (-scores[i], i))[: self.k]
-        chosen = {tools[i].name for i in best}
-        return [tools[i] for i in best] + [t for t in tools if t.name in keep and t.name not in chosen]
+        return _top(tools, sorted(range(len(tools)), key=lambda i: (-scores[i], i)), self.k, keep)
 
     def __repr__(self) -> str:
         return f"EmbeddingRouter(k={self.k}, query={self.query!r})"
@@ -304,14 +313,13 @@ class ModelRouter(_Combinable):
     """
 
     def __init__(self, model: Model, k: int = 8, *, top: int = 20, depth: int = 8, floor: float = 0.002) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
-            raise UsageError(f"ModelRouter k must be a whole number of tools, at least 1; got {k!r}")
+        _check_k("ModelRouter", k)
         if not (model.backend.capabilities.next_tokens and isinstance(model.backend, NextTokens)):
             raise UsageError(f"ModelRouter reads the model's next-token probabilities; the {model.backend.name} backend "
                              "does not give them (use llama-cpp, transformers or llama-server, or EmbeddingRouter)")
         self.model, self.k, self.top, self.depth, self.floor = model, k, top, depth, floor
         self._source: NextTokens = model.backend
-        self._rankings: OrderedDict[tuple[str, tuple[str, ...]], list[str]] = OrderedDict()
+        self._rankings: OrderedDict[tuple[str, tuple[str, ...]], list[int]] = OrderedDict()
         self._lock = threading.Lock()
 
     def shares(self, question: str, tools: Sequence[Tool]) -> dict[str, float]:
@@ -324,8 +332,8 @@ class ModelRouter(_Combinable):
         return branch_shares(self._source, prompt, [], "", {t.name: _names_branch(t.name) for t in tools},
                              k=self.top, depth=self.depth, floor=self.floor)
 
-    def ranking(self, messages: list[dict[str, Any]], tools: Sequence[Tool]) -> list[str]:
-        """The tools' names, likeliest first."""
+    def ranking(self, messages: list[dict[str, Any]], tools: Sequence[Tool]) -> list[int]:
+        """The tools' indices, likeliest first."""
         question = _query(messages, "last_user").strip()
         key = (question, tuple(t.name for t in tools))
         with self._lock:  # one question at a time: the backend answers one at a time anyway
@@ -333,7 +341,7 @@ class ModelRouter(_Combinable):
                 self._rankings.move_to_end(key)
                 return self._rankings[key]
             shares = self.shares(question, tools) if question else {}
-            order = [tools[i].name for i in sorted(range(len(tools)), key=lambda i: (-shares.get(tools[i].name, 0.0), i))]
+            order = sorted(range(len(tools)), key=lambda i: (-shares.get(tools[i].name, 0.0), i))
             self._rankings[key] = order
             while len(self._rankings) > _CACHED_RANKINGS:
                 self._rankings.popitem(last=False)
@@ -342,9 +350,7 @@ class ModelRouter(_Combinable):
     def select(self, messages: list[dict[str, Any]], tools: Sequence[Tool], keep: Collection[str] = ()) -> list[Tool]:
         if self.k >= len(tools):
             return list(tools)
-        by_name = {t.name: t for t in tools}
-        chosen = self.ranking(messages, tools)[: self.k]
-        return [by_name[n] for n in chosen] + [t for t in tools if t.name in keep and t.name not in chosen]
+        return _top(tools, self.ranking(messages, tools), self.k, keep)
 
     def __repr__(self) -> str:
         return f"ModelRouter({self.model.name!r}, k={self.k})"

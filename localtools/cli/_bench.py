@@ -225,15 +225,14 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
     if any(isinstance(k, bool) or k < 0 for k in args.route_k or ()):
         raise UsageError(f"--route-k takes a number of tools, at least 1 (or 0: all of them); got {min(args.route_k)}")
     ks = list(dict.fromkeys(args.route_k or [0]))
-    if args.router == "embedding":
-        for k in filter(None, ks):  # a missing routing extra fails now, not after loading the models
-            EmbeddingRouter(k)
+    # Made now, so a missing routing extra fails before the models load; shared by every model.
+    embedding = {k: EmbeddingRouter(k) for k in ks if k and args.router == "embedding"}
     names, backends = _bench_targets(args)
     models = _bench_models(args, names, backends)
     modes: list[tuple[Any, MultiTurnMode]] = []
     for (name, backend), model in models.items():
         for k in ks:
-            router = None if not k else EmbeddingRouter(k) if args.router == "embedding" else ModelRouter(model, k)
+            router = None if not k else embedding.get(k) or ModelRouter(model, k)
             routed = f" route {k}{' by the model' if args.router == 'model' else ''}" if k else ""
             for decoding in args.mode or ["free", "constrained"]:
                 if decoding == "free":
