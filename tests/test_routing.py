@@ -532,6 +532,19 @@ def test_model_router_needs_a_backend_that_gives_next_token_probabilities() -> N
         _routing.ModelRouter(Model(ScriptedBackend(["x"]), family="qwen2.5"))
 
 
+def test_a_backend_gives_next_tokens_only_when_it_declares_them_and_has_the_members() -> None:
+    from localtools.backends._base import Capabilities, next_token_source
+
+    declared = ScriptedBackend(["x"], choices={"": []})
+    assert next_token_source(declared) is declared
+    assert next_token_source(ScriptedBackend(["x"])) is None  # members, not declared
+
+    class Claims:  # declared, no members
+        capabilities = Capabilities(next_tokens=True)
+
+    assert next_token_source(Claims()) is None
+
+
 def test_agent_with_a_model_router_offers_the_models_picks() -> None:
     backend = ScriptedBackend([tool_call("get_weather", city="Oslo"), "Sunny."], choices=WEATHER_FIRST)
     result = Agent(Model(backend, family="qwen2.5"), TOOLS, router=_routing.ModelRouter(Model(backend, family="qwen2.5"), k=2)

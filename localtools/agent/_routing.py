@@ -21,7 +21,7 @@ from fnmatch import fnmatchcase
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from .._errors import MissingDependency, UsageError
-from ..backends._base import NextTokens
+from ..backends._base import NextTokens, next_token_source
 from ..model._decide import branch_shares
 from ..model._model import Model
 from ..tools._tools import Tool
@@ -314,11 +314,12 @@ class ModelRouter(_Combinable):
 
     def __init__(self, model: Model, k: int = 8, *, top: int = 20, depth: int = 8, floor: float = 0.002) -> None:
         _check_k("ModelRouter", k)
-        if not (model.backend.capabilities.next_tokens and isinstance(model.backend, NextTokens)):
+        source = next_token_source(model.backend)
+        if source is None:
             raise UsageError(f"ModelRouter reads the model's next-token probabilities; the {model.backend.name} backend "
                              "does not give them (use llama-cpp, transformers or llama-server, or EmbeddingRouter)")
         self.model, self.k, self.top, self.depth, self.floor = model, k, top, depth, floor
-        self._source: NextTokens = model.backend
+        self._source: NextTokens = source
         self._rankings: OrderedDict[tuple[str, tuple[str, ...]], list[int]] = OrderedDict()
         self._lock = threading.Lock()
 

@@ -10,7 +10,7 @@ from .._types import Prompt
 from ..grammar import Grammar, matches
 
 __all__ = ["Backend", "Bias", "Capabilities", "Generation", "NextTokens", "Parting", "TextFeed", "TokenChoice", "cut_at_stop",
-           "first_stop", "held_back"]
+           "first_stop", "held_back", "next_token_source"]
 
 
 @dataclass
@@ -178,6 +178,18 @@ class NextTokens(Protocol):
     def reply_text(self, reply: Sequence[int]) -> str:
         """The text of ``reply`` (token ids this backend returned), as a ``Generation``'s text reads."""
         ...
+
+
+def next_token_source(backend: object) -> NextTokens | None:
+    """``backend`` as a source of next-token distributions, or ``None`` where it does not give them.
+
+    Both must hold: it declares ``Capabilities.next_tokens`` and it has the members
+    (``NextTokens``); a declaration without the members, or the members without it, is not one.
+    """
+    capabilities = getattr(backend, "capabilities", None)
+    if getattr(capabilities, "next_tokens", False) and isinstance(backend, NextTokens):
+        return backend
+    return None
 
 
 @runtime_checkable

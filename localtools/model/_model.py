@@ -21,7 +21,7 @@ from .._errors import (
     UnsupportedSchema,
     UsageError,
 )
-from ..backends._base import Backend, Generation, NextTokens, Parting, first_stop
+from ..backends._base import Backend, Generation, Parting, first_stop, next_token_source
 from ..families._choose import FamilyCheck, choose_family
 from ..families._families import Family
 from ..families._parse import ToolCall, call_key, first_disguise, not_json
@@ -430,7 +430,7 @@ class Model:
         # the whole reply: a stream sends such a turn once it is decided, so that a request decides
         # the same way streamed or not. Repairs are announced as they happen.
         whole_turn = on_event is not None and constrained and bool(specs) and tool_choice != "none" and \
-            _decodes_again(options["decisions"], self.backend.capabilities.next_tokens)
+            _decodes_again(options["decisions"], next_token_source(self.backend) is not None)
         if whole_turn:
             options["on_event"] = None
 
@@ -632,8 +632,7 @@ class Model:
                 fmt = fmt.after_reasoning()
             # Otherwise an answer without thinking ran into the budget: it is generated again, whole.
         penalties = [repeat_penalty, *(p for p in retry_repeat_penalties if p != repeat_penalty)]
-        source = self.backend if decisions is not None and decisions.active and constrained and \
-            self.backend.capabilities.next_tokens and isinstance(self.backend, NextTokens) else None
+        source = next_token_source(self.backend) if decisions is not None and decisions.active and constrained else None
 
         def variant(choice: str, calls: tuple[int, int] | None = None,
                     only: tuple[str, ...] | None = forms, tools: Sequence[dict[str, Any]] = specs) -> ReplyFormat:
