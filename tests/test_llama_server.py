@@ -342,3 +342,35 @@ def test_the_engine_gives_the_distribution_the_decisions_read(qwen: RunningEngin
     decided = engine.chat(question, [get_customer], decisions=Decisions(call=0.5, more=0.5), max_tokens=64)
     call = decided.decisions[0]
     assert call.point is DecisionPoint.CALL and call.share is not None and call.taken and decided.tool_calls
+
+
+@pytest.mark.parametrize(("local", "control"), [(True, "<|im_start|>"), (True, "<|fim_prefix|>"),
+                                                (True, "<|vision_start|>"), (False, "<|im_start|>")])
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_a_control_token_the_model_wants_is_never_in_a_constrained_reply_over_the_engine(
+        qwen: RunningEngine, monkeypatch: pytest.MonkeyPatch, local: bool, control: str, temperature: float) -> None:
+    """The server's GBNF reads a control token as its text and ``content`` leaves it out: made to
+    want one at every pick (a +100 bias), the engine never writes it, whether its control tokens
+    come from the local GGUF or from the template text of the prompts it was sent."""
+    from localtools.examples import ALL
+    from localtools.grammar import matches
+
+    model = remote(qwen, "qwen2.5-coder-0.5b" if local else None)
+    backend: Any = model.backend
+    ids = backend._encode(control, True)
+    assert len(ids) == 1 and backend._encode(control, False) != ids
+    sent = backend._request
+
+    def wanting(*args: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+        path, body = sent(*args, **kwargs)
+        body["logit_bias"] = [*body.get("logit_bias", []), [ids[0], 100.0]]
+        return path, body
+
+    monkeypatch.setattr(backend, "_request", wanting)
+    specs = [t.spec() for t in ALL]
+    fmt = model.reply_format(specs, "auto", True, constrained=True, stop=())
+    prompt = model.render([{"role": "user", "content": "What is the weather in Paris?"}], specs)
+    gen = backend.generate(prompt, grammar=fmt.grammar, max_tokens=12, temperature=temperature, seed=3,
+                           stop=list(model.family.stop))
+    assert ids[0] not in gen.tokens and gen.tokens
+    assert fmt.grammar is not None and matches(fmt.grammar, gen.text, prefix=True), gen.text

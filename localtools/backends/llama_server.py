@@ -7,18 +7,26 @@ local copy of the model is needed; the family comes from the model name, ``famil
 template the server reports. The reply's text is the streamed ``content``: the server sends it
 only in whole characters (a token ending inside one is sent with the next, and its id is never
 streamed) and leaves control tokens out, as the llama-cpp backend's detokenizer does.
+
+Under a grammar no control token is picked but an end and those the grammar writes whole: the
+server's GBNF reads ``<|im_start|>`` as its text, while ``content`` leaves it out, so a reply could
+take a grammar's text branch on a token the reply never shows. The others are barred with
+``logit_bias``: the vocabulary's control tokens where a local copy of the weights is given (its
+GGUF header), else those the prompts' template text holds (found through ``/tokenize``).
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, ClassVar
 
 from .._errors import ContextLengthExceeded, EngineError
+from .._types import Prompt
 from ..grammar import Grammar
-from ._decode import PENALTY_WINDOW
+from ._decode import PENALTY_WINDOW, unwritten
 from ._remote import EngineReply, RemoteBackend
 
 __all__ = ["LlamaServerBackend"]
@@ -45,6 +53,15 @@ class LlamaServerBackend(RemoteBackend):
     #: Whether the next request is to evaluate its whole prompt (``drop_prompt_cache``).
     _fresh = False
     gives_next_tokens: ClassVar[bool] = True
+    #: The vocabulary's control tokens but its ends, with their text: from the local GGUF, read
+    #: when first needed, or learnt from the prompts' template text (``_learn_controls``).
+    _vocab_controls: list[tuple[int, str]] | None = None
+    _learnt: dict[int, str]
+    _asked: set[int]
+    _lock: threading.Lock
+
+    def _describe_controls(self) -> None:
+        self._learnt, self._asked, self._lock = {}, set(), threading.Lock()
 
     def _describe(self) -> None:
         props = self._get("/props")
@@ -67,6 +84,7 @@ class LlamaServerBackend(RemoteBackend):
 
             # A local copy of the weights names the architecture too; the server's answers win.
             self.metadata = {**read_metadata(self.model_path), **{k: v for k, v in self.metadata.items() if v}}
+        self._describe_controls()
 
     def _top_logprobs(self, ids: list[int], k: int) -> list[tuple[int, float, str | None]]:
         # n_probs: log-probabilities over the whole vocabulary before sampling; the prompt cache keeps the prefix.
@@ -85,6 +103,48 @@ class LlamaServerBackend(RemoteBackend):
         """Have the next request evaluate its whole prompt (the server keeps a prefix per slot);
         a benchmark that compares prompt processing asks for this."""
         self._fresh = True
+
+    def tokenize(self, prompt: Prompt) -> list[int]:
+        """The prompt's ids; without a local copy of the weights, its template text's control tokens are learnt too."""
+        ids = super().tokenize(prompt)
+        if not self._local_controls():
+            for text, is_data in prompt.segments:
+                if text and not is_data:
+                    self._learn_controls(text)
+        return ids
+
+    def _local_controls(self) -> bool:
+        """Whether the control tokens come from a local copy of the weights (read once)."""
+        if self._vocab_controls is None and self.model_path is not None and self.model_path.is_file():
+            from ..host._gguf import read_controls
+
+            self._vocab_controls = read_controls(self.model_path)
+        return self._vocab_controls is not None
+
+    def _learn_controls(self, text: str) -> None:
+        """The control tokens template text holds: ids its special-parsing tokens have that its
+        plain tokens lack, each kept when its text alone is that one id only with special parsing."""
+        found = set(self._tokens.segment(text, special=True)) - set(self._tokens.segment(text, special=False))
+        with self._lock:
+            new = found - self._asked
+            self._asked |= new
+        for token in new:
+            piece = self.reply_text([token])
+            if piece and self._tokens.segment(piece, special=True) == [token] and \
+                    self._tokens.segment(piece, special=False) != [token]:
+                with self._lock:
+                    self._learnt[token] = piece
+
+    def _barred(self, grammar: Grammar, stop: Sequence[str]) -> list[int]:
+        """The control tokens a reply under ``grammar`` never holds: all known but the ends (the
+        end-of-turn token, the stop strings) and those whose text the grammar writes whole."""
+        if self._local_controls():
+            controls = list(self._vocab_controls or ())
+        else:
+            with self._lock:
+                controls = list(self._learnt.items())
+        ends = {self.eos_token, *stop}
+        return unwritten([(t, text) for t, text in controls if text not in ends], grammar)
 
     def _encode(self, text: str, special: bool) -> list[int]:
         body = self._post("/tokenize", {"content": text, "add_special": False, "parse_special": special})
@@ -116,6 +176,8 @@ class LlamaServerBackend(RemoteBackend):
         self._fresh = False
         if grammar is not None:
             body["grammar"] = grammar.to_gbnf()
+            if barred := self._barred(grammar, stop):
+                body["logit_bias"] = [[t, False] for t in barred]
         return "/completion", body
 
     def _read(self, event: dict[str, Any], reply: EngineReply) -> bool:

@@ -8,7 +8,7 @@ from typing import Any, BinaryIO
 
 from .._errors import ModelError
 
-__all__ = ["read_metadata"]
+__all__ = ["read_controls", "read_metadata"]
 
 _MAGIC = b"GGUF"
 # GGUF value types -> struct format (scalars only; 8 = string, 9 = array).
@@ -67,3 +67,37 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
             return meta
     except (EOFError, ValueError, struct.error) as exc:
         raise ModelError(f"{path}: truncated or corrupt GGUF header ({exc})") from exc
+
+
+#: ``tokenizer.ggml.token_type`` of a control token (llama.cpp's ``LLAMA_TOKEN_TYPE_CONTROL``).
+_CONTROL = 3
+#: The ids a GGUF names as ends of generation.
+_END_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "tokenizer.ggml.eom_token_id")
+
+
+def read_controls(path: str | Path) -> list[tuple[int, str]]:
+    """The vocabulary's control tokens but those its header names as ends (eos, eot, eom), each
+    with its text: what an engine's grammar may read as text (``backends._decode.unwritten``)."""
+    path = Path(path)
+    tokens: list[str] = []
+    types: list[int] = []
+    ends: set[int] = set()
+    try:
+        with path.open("rb") as f:
+            if f.read(4) != _MAGIC:
+                raise ModelError(f"{path} is not a GGUF file (expected the magic bytes 'GGUF')")
+            _read(f, "<I"), _read(f, "<Q")
+            for _ in range(_read(f, "<Q")):
+                key = _read_string(f)
+                vtype = _read(f, "<I")
+                wanted = key in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
+                value = _read_value(f, vtype, skip=key in _SKIPPED_ARRAYS and not wanted)
+                if key == "tokenizer.ggml.tokens":
+                    tokens = value
+                elif key == "tokenizer.ggml.token_type":
+                    types = value
+                elif key in _END_KEYS and isinstance(value, int):
+                    ends.add(value)
+    except (EOFError, ValueError, struct.error) as exc:
+        raise ModelError(f"{path}: truncated or corrupt GGUF header ({exc})") from exc
+    return [(i, tokens[i]) for i, kind in enumerate(types) if kind == _CONTROL and i not in ends and i < len(tokens)]
