@@ -186,6 +186,10 @@ class MultiTurnResult:
     messages: list[dict[str, Any]] = field(default_factory=list)
     #: The decisions taken (each changed a reply), by where they were made (``DecisionPoint``).
     taken: dict[str, int] = field(default_factory=dict)
+    #: Turns reached whose ground truth makes no call (miss_func: the function is not there yet;
+    #: miss_param: a value is missing), and of them those in which the agent ran no call.
+    no_call_turns: int = 0
+    no_call_kept: int = 0
 
 
 def score(case: MultiTurnCase, decoded: list[list[list[str]]], label: str) -> tuple[bool, int, str]:
@@ -243,6 +247,8 @@ def run_multi_turn_case(model: Model, case: MultiTurnCase, mode: MultiTurnMode, 
     result.seconds = time.perf_counter() - started
     result.decoded = decoded
     result.messages = messages
+    empty = [i for i, calls in enumerate(case.ground_truth[:len(decoded)]) if not calls]
+    result.no_call_turns, result.no_call_kept = len(empty), sum(not decoded[i] for i in empty)
     correct, passed, reason = score(case, decoded, mode.label.replace(" ", "_"))
     result.correct, result.turns_passed = correct and not result.error, passed
     result.error = result.error or reason

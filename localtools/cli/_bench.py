@@ -267,14 +267,20 @@ def _bench_multi_turn(args: argparse.Namespace) -> int:
                          "mean_steps": statistics.mean(r.steps for r in mine),
                          "mean_prompt_tokens": statistics.mean(r.prompt_tokens for r in mine),
                          "p50_seconds": statistics.median(r.seconds for r in mine),
+                         "no_call_kept": sum(r.no_call_kept for r in mine),
+                         "no_call_turns": sum(r.no_call_turns for r in mine),
                          "taken": {p: sum(r.taken.get(p, 0) for r in mine) for p in sorted({p for r in mine for p in r.taken})}})
     table = Table(title=f"BFCL multi-turn, {len(cases)} cases, at most {max_steps} steps a turn, BFCL's checker")
-    for column in ("mode", "category", "cases", "accuracy", "turns passed", "calls", "steps", "prompt tokens", "p50 s",
-                   "decisions taken"):
+    # "no-call turns kept": of the turns whose ground truth makes no call (a function or a value is
+    # missing), those the agent made none in: what BFCL's state check asks there.
+    for column in ("mode", "category", "cases", "accuracy", "turns passed", "no-call turns kept", "calls", "steps",
+                   "prompt tokens", "p50 s", "decisions taken"):
         table.add_column(column, justify="left" if column in ("mode", "category", "decisions taken") else "right")
     for row in rows:
         table.add_row(row["mode"], row["category"], str(row["cases"]), f"{row['accuracy']:.1%}",
-                      f"{row['turns_passed']}/{row['turns']}", f"{row['mean_calls']:.1f}", f"{row['mean_steps']:.1f}",
+                      f"{row['turns_passed']}/{row['turns']}",
+                      f"{row['no_call_kept']}/{row['no_call_turns']}" if row["no_call_turns"] else "-",
+                      f"{row['mean_calls']:.1f}", f"{row['mean_steps']:.1f}",
                       f"{row['mean_prompt_tokens']:.0f}", f"{row['p50_seconds']:.0f}",
                       ", ".join(f"{p} {n}" for p, n in row["taken"].items()) or "-")
     _common.print_table(table)
