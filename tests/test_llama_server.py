@@ -374,3 +374,37 @@ def test_a_control_token_the_model_wants_is_never_in_a_constrained_reply_over_th
                            stop=list(model.family.stop))
     assert ids[0] not in gen.tokens and gen.tokens
     assert fmt.grammar is not None and matches(fmt.grammar, gen.text, prefix=True), gen.text
+
+
+@pytest.mark.parametrize(("local", "marker"), [(True, "<|fim_prefix|>"), (False, "<|im_start|>"),
+                                               (False, "<|fim_prefix|>")])
+def test_a_control_token_the_grammar_writes_is_written_and_kept_in_the_reply(
+        qwen: RunningEngine, monkeypatch: pytest.MonkeyPatch, local: bool, marker: str) -> None:
+    """A family whose call marker is a control token needs it, wanted here at every pick. The
+    engine writes it and the reply's text keeps it (the server leaves control tokens out of
+    ``content`` unless asked), so the reply matches the grammar. Without a local copy of the
+    weights only the control tokens of the prompts' template text are known: another one is left
+    out of ``content`` and the reply refused, never read as something else."""
+    from localtools.grammar import Grammar, Lit, Seq
+    from localtools.grammar._nodes import Alt
+
+    model = remote(qwen, "qwen2.5-coder-0.5b" if local else None)
+    backend: Any = model.backend
+    token = backend._encode(marker, True)[0]
+    sent = backend._request
+
+    def wanting(*args: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+        path, body = sent(*args, **kwargs)
+        body["logit_bias"] = [*body.get("logit_bias", []), [token, 100.0]]
+        return path, body
+
+    monkeypatch.setattr(backend, "_request", wanting)
+    grammar = Grammar({"root": Alt((Seq((Lit(marker), Lit("ok"))), Lit("no")))})
+    prompt = model.render([{"role": "user", "content": "Say ok."}])
+    streamed: list[str] = []
+    if not local and marker not in prompt.text:
+        with pytest.raises(EngineIgnoredGrammar):
+            backend.generate(prompt, grammar=grammar, max_tokens=8)
+        return
+    gen = backend.generate(prompt, grammar=grammar, max_tokens=8, on_text=streamed.append)
+    assert gen.tokens[0] == token and gen.text == marker + "ok" == "".join(streamed)

@@ -12,7 +12,10 @@ Under a grammar no control token is picked but an end and those the grammar writ
 server's GBNF reads ``<|im_start|>`` as its text, while ``content`` leaves it out, so a reply could
 take a grammar's text branch on a token the reply never shows. The others are barred with
 ``logit_bias``: the vocabulary's control tokens where a local copy of the weights is given (its
-GGUF header), else those the prompts' template text holds (found through ``/tokenize``).
+GGUF header), else those the prompts' template text holds (found through ``/tokenize``). A
+control token the grammar writes whole (a call marker) is sent as ``preserved_tokens``, so that
+``content`` keeps it (known as the others are: without a local copy, one the prompts' template
+text never held is left out of ``content`` and the reply is refused, ``EngineIgnoredGrammar``).
 """
 
 from __future__ import annotations
@@ -138,13 +141,21 @@ class LlamaServerBackend(RemoteBackend):
     def _barred(self, grammar: Grammar, stop: Sequence[str]) -> list[int]:
         """The control tokens a reply under ``grammar`` never holds: all known but the ends (the
         end-of-turn token, the stop strings) and those whose text the grammar writes whole."""
-        if self._local_controls():
-            controls = list(self._vocab_controls or ())
-        else:
-            with self._lock:
-                controls = list(self._learnt.items())
         ends = {self.eos_token, *stop}
-        return unwritten([(t, text) for t, text in controls if text not in ends], grammar)
+        return unwritten([(t, text) for t, text in self._known_controls() if text not in ends], grammar)
+
+    def _known_controls(self) -> list[tuple[int, str]]:
+        if self._local_controls():
+            return list(self._vocab_controls or ())
+        with self._lock:
+            return list(self._learnt.items())
+
+    def _written(self, grammar: Grammar) -> list[str]:
+        """The known control tokens (as ``_barred`` knows them) whose text the grammar writes whole
+        (a call marker such as ``[TOOL_CALLS]``): the server streams their text only when asked
+        (``preserved_tokens``)."""
+        literals = grammar.literals()
+        return sorted({text for _, text in self._known_controls() if text in literals})
 
     def _encode(self, text: str, special: bool) -> list[int]:
         body = self._post("/tokenize", {"content": text, "add_special": False, "parse_special": special})
@@ -178,6 +189,9 @@ class LlamaServerBackend(RemoteBackend):
             body["grammar"] = grammar.to_gbnf()
             if barred := self._barred(grammar, stop):
                 body["logit_bias"] = [[t, False] for t in barred]
+            if written := self._written(grammar):
+                # Streamed content leaves control tokens out, a call marker the grammar writes too.
+                body["preserved_tokens"] = written
         return "/completion", body
 
     def _read(self, event: dict[str, Any], reply: EngineReply) -> bool:
