@@ -128,6 +128,31 @@ def test_turns_that_need_no_call_count_those_the_agent_made_none_in(cases: dict[
     assert result.correct or calls_there
 
 
+class Answering(ScriptedBackend):
+    """A backend of one's own for the CLI (``--backend test_multiturn:Answering``): every reply a question."""
+
+    def __init__(self, model: Any = None, **options: Any) -> None:
+        from localtools.host._gguf import read_metadata
+
+        super().__init__(["Which one do you mean?"] * 500, metadata=read_metadata(model))
+
+
+def test_the_bench_table_and_json_count_the_no_call_turns_kept(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    from localtools.cli._main import main
+    from localtools.host._catalog import pull
+
+    out = tmp_path / "mt.json"
+    assert main(["bench", "--bfcl", "--category", "multi_turn_miss_param", "--sample", "2", "-m",
+                 str(pull("qwen2.5-coder-0.5b")), "--backend", "test_multiturn:Answering", "--mode", "constrained",
+                 "--max-steps", "2", "--json", str(out)]) == 0
+    assert "no-call turns kept" in capsys.readouterr().out
+    data = json.loads(out.read_text(encoding="utf-8"))
+    # A model that never calls keeps every turn that needs no call, and no other.
+    wanted = sum(c["no_call_turns"] for c in data["cases"])
+    assert wanted >= 2 and data["summary"][0]["no_call_turns"] == wanted == data["summary"][0]["no_call_kept"]
+    assert all(c["calls"] == 0 for c in data["cases"])
+
+
 def test_the_system_message_is_what_bfcl_tells_prompting_models_and_every_turn_sees_it(cases: dict[str, list[Any]]) -> None:
     instruction = bfcl_instruction()
     assert "Continue to output functions to call" in instruction
