@@ -535,7 +535,7 @@ def test_model_router_needs_a_backend_that_gives_next_token_probabilities() -> N
 def test_a_backend_gives_next_tokens_only_when_it_declares_them_and_has_the_members() -> None:
     from localtools.backends._base import Capabilities, next_token_source
 
-    declared = ScriptedBackend(["x"], choices={"": []})
+    declared = ScriptedBackend(["x"], choices={"": {"x": 1.0}})
     assert next_token_source(declared) is declared
     assert next_token_source(ScriptedBackend(["x"])) is None  # members, not declared
 
