@@ -344,6 +344,18 @@ def test_the_engine_gives_the_distribution_the_decisions_read(qwen: RunningEngin
     assert call.point is DecisionPoint.CALL and call.share is not None and call.taken and decided.tool_calls
 
 
+def _wanting(backend: Any, token: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every request the backend sends makes the model want ``token`` above all others (+100)."""
+    sent = backend._request
+
+    def wanting(*args: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
+        path, body = sent(*args, **kwargs)
+        body["logit_bias"] = [*body.get("logit_bias", []), [token, 100.0]]
+        return path, body
+
+    monkeypatch.setattr(backend, "_request", wanting)
+
+
 @pytest.mark.parametrize(("local", "control"), [(True, "<|im_start|>"), (True, "<|fim_prefix|>"),
                                                 (True, "<|vision_start|>"), (False, "<|im_start|>")])
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
@@ -359,14 +371,7 @@ def test_a_control_token_the_model_wants_is_never_in_a_constrained_reply_over_th
     backend: Any = model.backend
     ids = backend._encode(control, True)
     assert len(ids) == 1 and backend._encode(control, False) != ids
-    sent = backend._request
-
-    def wanting(*args: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
-        path, body = sent(*args, **kwargs)
-        body["logit_bias"] = [*body.get("logit_bias", []), [ids[0], 100.0]]
-        return path, body
-
-    monkeypatch.setattr(backend, "_request", wanting)
+    _wanting(backend, ids[0], monkeypatch)
     specs = [t.spec() for t in ALL]
     fmt = model.reply_format(specs, "auto", True, constrained=True, stop=())
     prompt = model.render([{"role": "user", "content": "What is the weather in Paris?"}], specs)
@@ -391,14 +396,7 @@ def test_a_control_token_the_grammar_writes_is_written_and_kept_in_the_reply(
     model = remote(qwen, "qwen2.5-coder-0.5b" if local else None)
     backend: Any = model.backend
     token = backend._encode(marker, True)[0]
-    sent = backend._request
-
-    def wanting(*args: Any, **kwargs: Any) -> tuple[str, dict[str, Any]]:
-        path, body = sent(*args, **kwargs)
-        body["logit_bias"] = [*body.get("logit_bias", []), [token, 100.0]]
-        return path, body
-
-    monkeypatch.setattr(backend, "_request", wanting)
+    _wanting(backend, token, monkeypatch)
     grammar = Grammar({"root": Alt((Seq((Lit(marker), Lit("ok"))), Lit("no")))})
     prompt = model.render([{"role": "user", "content": "Say ok."}])
     streamed: list[str] = []

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import json
 import random
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -35,6 +36,16 @@ def _parsed(call: str) -> tuple[str, dict[str, Any]]:
 def _keywords_only(call: str) -> bool:
     node = ast.parse(call, mode="eval").body
     return isinstance(node, ast.Call) and not node.args
+
+
+def _truth_replies(case: Any, *, empty_turn: Sequence[str] = ("Done.",)) -> list[str]:
+    """The ground truth's calls as scripted replies, each in a step of its own (a later call may
+    read an earlier one's effect), then an answer; a turn with no call gets ``empty_turn``."""
+    replies: list[str] = []
+    for calls in case.ground_truth:
+        replies += [tc(name, **arguments) for name, arguments in map(_parsed, calls)]
+        replies += ["Done."] if calls else list(empty_turn)
+    return replies
 
 
 @pytest.fixture(scope="module")
@@ -85,14 +96,7 @@ def test_a_model_that_makes_the_ground_truths_calls_passes_through_the_agent(cas
     rng = random.Random(seed)
     # Cases whose calls name every argument (the scripted replies write keyword arguments).
     case = rng.choice([c for c in cases["multi_turn_base"] if all(_keywords_only(s) for t in c.ground_truth for s in t)])
-    replies: list[str] = []
-    for calls in case.ground_truth:
-        # Each call in a step of its own (a later call may read an earlier one's effect), then an answer.
-        for s in calls:
-            name, arguments = _parsed(s)
-            replies.append(tc(name, **arguments))
-        replies.append("Done.")
-    model = Model(ScriptedBackend(replies), family="qwen2.5")
+    model = Model(ScriptedBackend(_truth_replies(case)), family="qwen2.5")
     result = run_multi_turn_case(model, case, MultiTurnMode("scripted", True, None), max_steps=20)
     assert result.error == "" and result.correct and result.turns_passed == len(case.turns), (result.error, result.decoded)
     assert result.decoded == [[[call_text(*_parsed(s))] for s in calls] for calls in case.ground_truth]
@@ -110,15 +114,8 @@ def test_turns_that_need_no_call_count_those_the_agent_made_none_in(cases: dict[
                 and any(not t for t in c.ground_truth)
                 and any(not f["parameters"].get("required") for f in c.functions))
     free = next(f["name"] for f in case.functions if not f["parameters"].get("required"))
-    replies: list[str] = []
-    for calls in case.ground_truth:
-        for s in calls:
-            name, arguments = _parsed(s)
-            replies.append(tc(name, **arguments))
-        if not calls and calls_there:
-            replies.append(tc(free))
-        replies.append("Which one do you mean?" if not calls else "Done.")
-    model = Model(ScriptedBackend(replies), family="qwen2.5")
+    there = [tc(free)] if calls_there else []
+    model = Model(ScriptedBackend(_truth_replies(case, empty_turn=[*there, "Which one do you mean?"])), family="qwen2.5")
     result = run_multi_turn_case(model, case, MultiTurnMode("scripted", True, None), max_steps=20)
     empty = sum(not t for t in case.ground_truth)
     assert result.no_call_turns == empty

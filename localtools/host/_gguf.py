@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import struct
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -49,6 +50,11 @@ def _read_value(f: BinaryIO, vtype: int, skip: bool = False) -> Any:
 
 def read_metadata(path: str | Path) -> dict[str, Any]:
     """Return the GGUF header's metadata as a dict (token tables are left out)."""
+    return _header(path)
+
+
+def _header(path: str | Path, keep: Collection[str] = ()) -> dict[str, Any]:
+    """The GGUF header's metadata; of the token tables, only those named in ``keep``."""
     path = Path(path)
     try:
         with path.open("rb") as f:
@@ -61,7 +67,7 @@ def read_metadata(path: str | Path) -> dict[str, Any]:
             for _ in range(count):
                 key = _read_string(f)
                 vtype = _read(f, "<I")
-                value = _read_value(f, vtype, skip=key in _SKIPPED_ARRAYS)
+                value = _read_value(f, vtype, skip=key in _SKIPPED_ARRAYS and key not in keep)
                 if value is not None:
                     meta[key] = value
             return meta
@@ -78,26 +84,8 @@ _END_KEYS = ("tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id", "toke
 def read_controls(path: str | Path) -> list[tuple[int, str]]:
     """The vocabulary's control tokens but those its header names as ends (eos, eot, eom), each
     with its text: what an engine's grammar may read as text (``backends._decode.unwritten``)."""
-    path = Path(path)
-    tokens: list[str] = []
-    types: list[int] = []
-    ends: set[int] = set()
-    try:
-        with path.open("rb") as f:
-            if f.read(4) != _MAGIC:
-                raise ModelError(f"{path} is not a GGUF file (expected the magic bytes 'GGUF')")
-            _read(f, "<I"), _read(f, "<Q")
-            for _ in range(_read(f, "<Q")):
-                key = _read_string(f)
-                vtype = _read(f, "<I")
-                wanted = key in ("tokenizer.ggml.tokens", "tokenizer.ggml.token_type")
-                value = _read_value(f, vtype, skip=key in _SKIPPED_ARRAYS and not wanted)
-                if key == "tokenizer.ggml.tokens":
-                    tokens = value
-                elif key == "tokenizer.ggml.token_type":
-                    types = value
-                elif key in _END_KEYS and isinstance(value, int):
-                    ends.add(value)
-    except (EOFError, ValueError, struct.error) as exc:
-        raise ModelError(f"{path}: truncated or corrupt GGUF header ({exc})") from exc
+    meta = _header(path, keep=("tokenizer.ggml.tokens", "tokenizer.ggml.token_type"))
+    tokens: list[str] = meta.get("tokenizer.ggml.tokens") or []
+    types: list[int] = meta.get("tokenizer.ggml.token_type") or []
+    ends = {meta[key] for key in _END_KEYS if isinstance(meta.get(key), int)}
     return [(i, tokens[i]) for i, kind in enumerate(types) if kind == _CONTROL and i not in ends and i < len(tokens)]
