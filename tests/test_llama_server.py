@@ -406,3 +406,30 @@ def test_a_control_token_the_grammar_writes_is_written_and_kept_in_the_reply(
         return
     gen = backend.generate(prompt, grammar=grammar, max_tokens=8, on_text=streamed.append)
     assert gen.tokens[0] == token and gen.text == marker + "ok" == "".join(streamed)
+
+
+def test_template_text_is_read_for_control_tokens_once(qwen: RunningEngine, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a local copy of the weights the control tokens are learnt from the prompts'
+    template text; the same segments open every prompt, and each is read once, not per request."""
+    model = remote(qwen, None)
+    backend: Any = model.backend
+    plain: list[str] = []
+    segment = backend._tokens.segment
+
+    def spying(text: str, special: bool) -> list[int]:
+        if not special:
+            plain.append(text)
+        return list(segment(text, special=special))
+
+    monkeypatch.setattr(backend._tokens, "segment", lambda text, special: spying(text, special))
+    prompts = [model.render([{"role": "user", "content": q}]) for q in ("Say ok.", "Say no.")]
+    template = {text for p in prompts for text, is_data in p.segments if text and not is_data}
+    backend.tokenize(prompts[0])
+    assert template & set(plain)  # read the first time: learnt from
+    known = dict(backend._learnt)
+    assert "<|im_start|>" in known.values()
+    plain.clear()
+    backend.tokenize(prompts[0])
+    backend.tokenize(prompts[1])
+    assert not (set(plain) & {t for t, d in prompts[0].segments if t and not d})
+    assert backend._learnt == known

@@ -8,7 +8,7 @@ and decode, and the window the repeat penalty looks at.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 from .._errors import GenerationCancelled
@@ -254,14 +254,14 @@ def decode(steps: Steps, *, prompt_tokens: int, max_tokens: int, stop: Sequence[
                       forced_tokens=forced_count, stop=stopped_by, parted=parted)
 
 
-def unwritten(controls: Sequence[tuple[int, str]], grammar: Grammar) -> list[int]:
+def unwritten(controls: Sequence[tuple[int, str]], literals: Iterable[str]) -> list[int]:
     """Of ``controls`` (a vocabulary's control tokens but its ends, each with its text), those a
-    reply under ``grammar`` never holds: every one but those whose text the grammar writes whole
-    (a call marker such as ``[TOOL_CALLS]``).
+    reply under a grammar never holds: every one but those whose text the grammar writes whole
+    (a call marker such as ``[TOOL_CALLS]``), ``literals`` being what it writes (``Grammar.literals``).
 
     An engine's grammar may read a control token as its text (``<|im_start|>`` is text to a text
     answer's rule, in llama.cpp's GBNF and xgrammar), while the reply's text is read without
     control tokens: a reply that opened with one was a call to the engine and a cut call to the
     parser, and a text answer could hold the opening of a turn the model made up."""
-    written = "\x00".join(grammar.literals())  # no token's text holds a NUL: no match across two
+    written = "\x00".join(literals)  # no token's text holds a NUL: no match across two
     return [t for t, text in controls if not text or text not in written]

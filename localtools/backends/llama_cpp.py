@@ -607,7 +607,7 @@ class _Pick:
         self.grammar = _grammar_sampler(llama_cpp, backend, grammar) if grammar is not None else None
         #: Control tokens never picked under the grammar (``_decode.unwritten``): a set to ask, a
         #: list to mask with.
-        self.unwritten_ids = unwritten(backend._controls_but_ends(), grammar) if grammar is not None else []
+        self.unwritten_ids = unwritten(backend._controls_but_ends(), grammar.literals()) if grammar is not None else []
         self.unwritten = frozenset(self.unwritten_ids)
         if self.grammar is not None:
             self.all, self.all_array = _vocabulary(llama_cpp, backend)

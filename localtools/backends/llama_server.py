@@ -37,6 +37,10 @@ __all__ = ["LlamaServerBackend"]
 _CONTEXT = (re.compile(r"\((?P<prompt>\d+) tokens\) exceeds the available context size \((?P<limit>\d+) tokens\)"),)
 
 
+#: Template segments remembered as read (``_learn_controls``) before the memory starts again.
+_SEGMENTS_KEPT = 4096
+
+
 class LlamaServerBackend(RemoteBackend):
     """Drives a running ``llama-server`` (llama.cpp) at ``url``.
 
@@ -61,10 +65,12 @@ class LlamaServerBackend(RemoteBackend):
     _vocab_controls: list[tuple[int, str]] | None = None
     _learnt: dict[int, str]
     _asked: set[int]
+    #: Template text already read for control tokens: the same few segments open every prompt.
+    _read_segments: set[str]
     _lock: threading.Lock
 
     def _describe_controls(self) -> None:
-        self._learnt, self._asked, self._lock = {}, set(), threading.Lock()
+        self._learnt, self._asked, self._read_segments, self._lock = {}, set(), set(), threading.Lock()
 
     def _describe(self) -> None:
         props = self._get("/props")
@@ -127,6 +133,12 @@ class LlamaServerBackend(RemoteBackend):
     def _learn_controls(self, text: str) -> None:
         """The control tokens template text holds: ids its special-parsing tokens have that its
         plain tokens lack, each kept when its text alone is that one id only with special parsing."""
+        with self._lock:
+            if text in self._read_segments:
+                return
+            if len(self._read_segments) >= _SEGMENTS_KEPT:  # a bound, were tool sets template text
+                self._read_segments.clear()
+            self._read_segments.add(text)
         found = set(self._tokens.segment(text, special=True)) - set(self._tokens.segment(text, special=False))
         with self._lock:
             new = found - self._asked
@@ -138,11 +150,12 @@ class LlamaServerBackend(RemoteBackend):
                 with self._lock:
                     self._learnt[token] = piece
 
-    def _barred(self, grammar: Grammar, stop: Sequence[str]) -> list[int]:
-        """The control tokens a reply under ``grammar`` never holds: all known but the ends (the
-        end-of-turn token, the stop strings) and those whose text the grammar writes whole."""
+    def _barred(self, literals: frozenset[str], stop: Sequence[str]) -> list[int]:
+        """The control tokens a reply under a grammar never holds: all known but the ends (the
+        end-of-turn token, the stop strings) and those whose text the grammar writes whole
+        (``literals``: ``Grammar.literals``)."""
         ends = {self.eos_token, *stop}
-        return unwritten([(t, text) for t, text in self._known_controls() if text not in ends], grammar)
+        return unwritten([(t, text) for t, text in self._known_controls() if text not in ends], literals)
 
     def _known_controls(self) -> list[tuple[int, str]]:
         if self._local_controls():
@@ -150,11 +163,10 @@ class LlamaServerBackend(RemoteBackend):
         with self._lock:
             return list(self._learnt.items())
 
-    def _written(self, grammar: Grammar) -> list[str]:
+    def _written(self, literals: frozenset[str]) -> list[str]:
         """The known control tokens (as ``_barred`` knows them) whose text the grammar writes whole
-        (a call marker such as ``[TOOL_CALLS]``): the server streams their text only when asked
-        (``preserved_tokens``)."""
-        literals = grammar.literals()
+        (a call marker such as ``[TOOL_CALLS]``; ``literals``: ``Grammar.literals``): the server
+        streams their text only when asked (``preserved_tokens``)."""
         return sorted({text for _, text in self._known_controls() if text in literals})
 
     def _encode(self, text: str, special: bool) -> list[int]:
@@ -187,9 +199,10 @@ class LlamaServerBackend(RemoteBackend):
         self._fresh = False
         if grammar is not None:
             body["grammar"] = grammar.to_gbnf()
-            if barred := self._barred(grammar, stop):
+            literals = grammar.literals()  # walked once for both
+            if barred := self._barred(literals, stop):
                 body["logit_bias"] = [[t, False] for t in barred]
-            if written := self._written(grammar):
+            if written := self._written(literals):
                 # Streamed content leaves control tokens out, a call marker the grammar writes too.
                 body["preserved_tokens"] = written
         return "/completion", body

@@ -475,7 +475,7 @@ class TransformersBackend:
             if grammar is not None and self.fast_forward else None
         generator = torch.Generator(device="cpu").manual_seed(seed if seed is not None else self._seed)
         steps = _Steps(self, torch, prompt_ids, matcher, ahead, generator, temperature, top_p, repeat_penalty)
-        if grammar is not None and (never := unwritten(self._specials_but_ends(), grammar)):
+        if grammar is not None and (never := unwritten(self._specials_but_ends(), grammar.literals())):
             steps.unwritten = torch.tensor(never, device=self.device)
         if bias is not None:
             steps.bonuses = Bonuses(bias, self.reply_text, self._data_ids)
