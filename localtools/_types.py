@@ -116,6 +116,11 @@ class Family:
     #: list holding every call) when ``Decisions.form`` is set: then the calls are written as the
     #: list or as single calls on the model's share for each (``docs/decisions.md``).
     parallel_forms: tuple[str, ...] = ()
+    #: Wording the prompt ends with in place of ``result_hint`` where every result of the last
+    #: calls is an error (``failed_calls``): there is nothing to answer from, and a small model told
+    #: to answer from the results makes one up ("" : ``result_hint`` there too). ``{question}``
+    #: as in ``result_hint``.
+    error_hint: str = ""
     #: Where ``template`` and ``grammar`` are, for a user family ("": the package's own files).
     directory: str = ""
 

@@ -113,6 +113,40 @@ def test_family_hints_go_into_the_prompt_and_never_into_the_history() -> None:
     assert question == [{"role": "user", "content": "Plans of cust-1 and cust-2?"}] and len(CONVERSATION) == 4
 
 
+# Results that are errors, as the loop and as tools write them, and results that are not.
+FAILED = ["Error: the call to 'get_customer' failed: KeyError: 'cust-1001'", '{"error": "no such customer"}',
+          '{"error": {"code": 404, "message": "找不到客户"}}', "Error: get_customer was not approved."]
+FINE = ['{"plan": "pro"}', "pro", '{"errors": []}', '"Error: none"', "[]"]
+
+
+@pytest.mark.parametrize("result", FAILED + FINE)
+def test_the_error_hint_ends_the_prompt_where_every_result_is_an_error(result: str) -> None:
+    """After calls that all failed there is nothing to answer from: the family's error hint
+    ends the prompt in place of its result hint; one result that is not an error is enough for the
+    result hint; a family without an error hint keeps its result hint after errors too."""
+    import dataclasses
+
+    from localtools import Model
+    from localtools.backends.scripted import ScriptedBackend
+
+    after, failed = "Answer from the results now: {question}", "Say what failed: {question}"
+    fam = dataclasses.replace(get_family("qwen2.5"), result_hint=after, error_hint=failed)
+    model = Model(ScriptedBackend([]), family=fam)
+    asked = CONVERSATION[1]["content"]
+    ended = [*CONVERSATION[:3], {**CONVERSATION[3], "content": result}]
+    hint = (after if result in FINE else failed).replace("{question}", asked)
+    assert model.render(ended, TOOLS).text.endswith(f"<|im_start|>user\n{hint}<|im_end|>\n<|im_start|>assistant\n")
+    # Two calls, one of which failed: the other's result is there to answer from.
+    two = [*CONVERSATION[:2], {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "get_customer", "arguments": '{"customer_id": "cust-1"}'}},
+        {"id": "b", "type": "function", "function": {"name": "get_customer", "arguments": '{"customer_id": "cust-2"}'}}]},
+        {"role": "tool", "tool_call_id": "a", "content": FAILED[1]}, {"role": "tool", "tool_call_id": "b", "content": result}]
+    assert model.render(two, TOOLS).text.endswith(f"<|im_start|>user\n{hint}<|im_end|>\n<|im_start|>assistant\n")
+    plain = Model(ScriptedBackend([]), family=dataclasses.replace(fam, error_hint=""))
+    assert after.replace("{question}", asked) in plain.render(ended, TOOLS).text
+    assert "Say what failed" not in model.render(ended, []).text  # no hints without tools
+
+
 def test_the_readmes_family_record_is_a_valid_record() -> None:
     """The one line the docs tell family authors to add has every field, and only known ones."""
     import re

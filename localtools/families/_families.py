@@ -35,7 +35,8 @@ FAMILIES_ENV = "LOCALTOOLS_FAMILIES"
 
 _FIELDS = {f for f in Family.__dataclass_fields__ if f not in ("name", "directory")}
 #: Fields a record may leave out (their defaults suit most families).
-_OPTIONAL = {"args_syntax", "reasoning_start", "reasoning_end", "reply_opening", "arg_tags", "arg_values", "parallel_forms"}
+_OPTIONAL = {"args_syntax", "reasoning_start", "reasoning_end", "reply_opening", "arg_tags", "arg_values", "parallel_forms",
+             "error_hint"}
 _registered: dict[str, Family] = {}
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from ..families._parse import call_key, disguised_calls
 from ._decide import content_text
 
-__all__ = ["answered_calls"]
+__all__ = ["answered_calls", "failed_calls"]
 
 
 def answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[str]) -> frozenset[str]:
@@ -48,3 +48,32 @@ def answered_calls(messages: Sequence[Mapping[str, Any]], offered: frozenset[str
                     continue
             made[str(call.get("id"))] = call_key(fn["name"], arguments)
     return frozenset(answered)
+
+
+#: What the agent loop writes as a failed call's result ("Error: the call to 'x' failed: ...").
+_LOOP_ERROR = "Error:"
+
+
+def failed_calls(messages: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether the conversation ends in the results of the model's last calls and every one of
+    them is an error: the loop's wording of a call that raised, timed out or was refused
+    ("Error: ..."), or a tool's own error, a JSON object with an ``error`` key, as many APIs
+    return one (``{"error": "cd: 'document': No such file or directory"}``)."""
+    results = []
+    for message in reversed(messages):
+        if message.get("role") != "tool":
+            break
+        results.append(content_text(message.get("content")) or "")
+    return bool(results) and len(messages) > len(results) and \
+        messages[-len(results) - 1].get("role") == "assistant" and all(_an_error(text) for text in results)
+
+
+def _an_error(text: str) -> bool:
+    text = text.strip()
+    if text.startswith(_LOOP_ERROR):
+        return True
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return False
+    return isinstance(value, dict) and "error" in value

@@ -39,7 +39,7 @@ from ._decide import (
     said,
     shaped,
 )
-from ._history import answered_calls
+from ._history import answered_calls, failed_calls
 from ._stream import (
     ANSWER,
     DisguiseCaught,
@@ -282,7 +282,8 @@ class Model:
     ) -> Prompt:
         """The prompt for ``messages``: with tools, the family's ``parallel_hint`` goes first in
         the system message unless at most one call may follow, and after tool results the prompt
-        ends with its ``result_hint``. Both stay out of ``messages``; the prefix stays the same
+        ends with its ``result_hint`` (its ``error_hint`` where it has one and every result of the
+        last calls is an error: ``failed_calls``). Both stay out of ``messages``; the prefix stays the same
         from turn to turn, so a backend's prompt cache keeps working. ``thinking`` is passed to the
         template as ``enable_thinking`` (templates that do not read it ignore it), with any other
         ``template_kwargs``."""
@@ -295,8 +296,10 @@ class Model:
         fam = self.family
         if specs and parallel_tool_calls and fam.parallel and fam.parallel_hint and tool_choice != "none":
             messages = with_system(messages, fam.parallel_hint)
-        if specs and fam.result_hint and messages and messages[-1].get("role") == "tool":
-            messages = [*messages, {"role": "user", "content": fam.result_hint.replace("{question}", _question(messages))}]
+        if specs and messages and messages[-1].get("role") == "tool":
+            hint = fam.error_hint if fam.error_hint and failed_calls(messages) else fam.result_hint
+            if hint:
+                messages = [*messages, {"role": "user", "content": hint.replace("{question}", _question(messages))}]
         return render(
             self.template_source,
             messages,
