@@ -35,13 +35,15 @@ def main() -> None:
         barred, written = backend._barred, backend._written
         specs = [t.spec() for t in ALL]
         fmt = model.reply_format(specs, "auto", True, constrained=True, stop=())
-        print(f"{args.model}: {len(barred(fmt.grammar, list(model.family.stop)))} control tokens barred")
+        assert fmt.grammar is not None  # constrained, with tools
+        literals = fmt.grammar.literals()
+        print(f"{args.model}: {len(barred(literals, list(model.family.stop)))} control tokens barred")
         seconds: dict[str, list[float]] = {"bars": [], "none": []}
         for i in range(args.questions):
             prompt = model.render([{"role": "user", "content": f"What is the weather in city number {i}?"}], specs)
             for mode in ("bars", "none") if i % 2 else ("none", "bars"):
-                backend._barred = barred if mode == "bars" else (lambda grammar, stop: [])
-                backend._written = written if mode == "bars" else (lambda grammar: [])
+                backend._barred = barred if mode == "bars" else (lambda literals, stop: [])
+                backend._written = written if mode == "bars" else (lambda literals: [])
                 started = time.perf_counter()
                 backend.generate(prompt, grammar=fmt.grammar, max_tokens=args.tokens, stop=list(model.family.stop))
                 seconds[mode].append(time.perf_counter() - started)
