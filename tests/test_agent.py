@@ -281,3 +281,21 @@ def test_call_outcomes_are_typed_and_only_model_mistakes_use_up_retries(tmp_path
     write_trace(caught.value.trace, path)
     written = [json.loads(line) for line in path.read_text().splitlines()]
     assert [c["outcome"] for s in written for c in s["calls"]] == [o.value for o in outcomes]
+
+
+@pytest.mark.parametrize(("reply", "kw", "failed"), [
+    (tc("get_customer", customer_id="cust-1001"), {}, False),
+    (tc("get_customer", customer_id="cust-0000"), {}, True),  # the tool raised
+    (tc("get_client", id="x"), {"constrained": False}, True),  # no such tool
+    (tc("get_customer", customer=1), {"constrained": False}, True),  # arguments its schema refuses
+])
+def test_each_error_the_loop_writes_ends_the_next_prompt_with_the_error_hint(reply: str, kw: dict, failed: bool) -> None:
+    """The family's error hint reads the loop's own wording of a failed call (``failed_calls``):
+    a call that raised, an unknown tool and refused arguments bring the error hint, a result the
+    result hint (a drift in the loop's wording would turn the error hint off unseen)."""
+    a, backend = agent([reply, "Sorry."], [get_customer], **kw)
+    a.run("Plan of cust-1001?")
+    family = a.model.family
+    assert family.error_hint and family.result_hint
+    hint = (family.error_hint if failed else family.result_hint).replace("{question}", "Plan of cust-1001?")
+    assert backend.prompts[1].text.endswith(f"<|im_start|>user\n{hint}<|im_end|>\n<|im_start|>assistant\n")
